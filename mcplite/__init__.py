@@ -1,0 +1,74 @@
+"""mcplite: a small, fast server for MCP-lite tools over HTTP/1.1 and gRPC.
+
+The public surface::
+
+    from mcplite import Tools, Field, Context, Failure, Elicitation, MoreResources
+
+    tools = Tools()
+
+    @tools.tool(type="query")
+    async def search(query: str, limit: Annotated[int, Field(ge=1, le=100)] = 10) -> list[dict]:
+        ...
+
+Serve it with ``python -m mcplite serve mymodule:tools``.
+"""
+
+__version__ = "0.1.0"
+
+from .config import Config
+from .dispatch import Dispatcher, ToolStream
+from .envelope import (
+    Answer,
+    Elicitation,
+    Failure,
+    MoreResources,
+    Partial,
+    ResponseType,
+    Result,
+)
+from .errors import (
+    ExpiredToken,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    InvalidToken,
+    MCPLiteError,
+    MethodNotFound,
+    Overloaded,
+    ParseError,
+    ToolNotFound,
+    UnknownPromise,
+)
+from .schema import Field
+from .tools import ALWAYS, NEVER, Context, Tool, Tools
+
+__all__ = [
+    "ALWAYS",
+    "NEVER",
+    "Answer",
+    "Config",
+    "Context",
+    "Dispatcher",
+    "Elicitation",
+    "ExpiredToken",
+    "Failure",
+    "Field",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "InvalidToken",
+    "MCPLiteError",
+    "MethodNotFound",
+    "MoreResources",
+    "Overloaded",
+    "ParseError",
+    "Partial",
+    "ResponseType",
+    "Result",
+    "Tool",
+    "ToolNotFound",
+    "ToolStream",
+    "Tools",
+    "UnknownPromise",
+    "__version__",
+]

@@ -1,0 +1,71 @@
+"""One validated configuration for the core and every binding.
+
+Every limit has a default that protects a server nobody has tuned; the README's
+"Limits" table lists them with the error each one produces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+__all__ = ["Config"]
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+@dataclass(slots=True)
+class Config:
+    # Bindings.  `None` turns a binding off.
+    http: tuple[str, int] | None = ("127.0.0.1", 8080)
+    grpc: tuple[str, int] | None = ("127.0.0.1", 50051)
+    base_path: str = "/mcp-lite/v1"
+
+    # HTTP limits.
+    max_body_size: int = 1 * MiB  # 413
+    max_header_size: int = 16 * KiB  # 431
+    request_timeout: float = 10.0  # seconds to receive one whole request: 408
+    keepalive_timeout: float = 15.0  # idle seconds between requests before we close
+    max_connections: int = 1024  # more: 503 and close
+    max_concurrent_calls: int = 512  # more: 503 + Retry-After / RESOURCE_EXHAUSTED
+    retry_after: float = 1.0  # seconds, in Retry-After and error data
+
+    # gRPC limits.
+    grpc_max_message_size: int = 4 * MiB  # RESOURCE_EXHAUSTED
+    grpc_max_concurrent_streams: int = 100
+
+    # Promises.  A call still running after `promise_after` seconds answers with a
+    # promise.  5 s: well inside the 30-60 s timeouts of common HTTP clients,
+    # proxies and agent frameworks, and short enough that an agent is not left
+    # hanging; per tool it can be 0 (always a promise) or math.inf (never).
+    promise_after: float = 5.0
+    promise_ttl: float = 600.0  # a token and its stored result live this long
+    max_promises: int = 10_000  # more pending: -32000 / RESOURCE_EXHAUSTED, retryable
+    max_redeem_wait: float = 30.0  # upper bound of redeem's long-poll `wait`
+    secret: bytes | None = None  # None: MCPLITE_SECRET, else random per process
+    previous_secrets: tuple[bytes, ...] = ()
+
+    # Streaming.
+    heartbeat: float = 15.0  # seconds of tool silence before an SSE heartbeat
+
+    # Process.
+    grace: float = 10.0  # seconds in-flight calls get after SIGTERM
+    access_log: bool = True
+    sync_workers: int | None = None  # thread pool size for sync tools (None: Python's default)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "promise_after":
+                if not value >= 0:
+                    raise ValueError(f"{f.name} must be >= 0 (math.inf for never), got {value!r}")
+            elif (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and (not value > 0 or (math.isinf(value) and f.name != "promise_ttl"))
+            ):
+                raise ValueError(f"{f.name} must be a positive number, got {value!r}")
+        if not self.base_path.startswith("/"):
+            raise ValueError(f"base_path must start with '/', got {self.base_path!r}")
+        self.base_path = self.base_path.rstrip("/")

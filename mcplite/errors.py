@@ -1,0 +1,183 @@
+"""Protocol errors: each one knows its JSON-RPC code and its gRPC status.
+
+Bindings never guess how to render an error: they read ``jsonrpc_code`` (HTTP,
+stdio) or ``grpc_status`` (gRPC) from the exception.  Business outcomes such as a
+tool's failure are *not* errors; they are results (see :mod:`mcplite.envelope`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "DeadlineExceeded",
+    "ExpiredToken",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "InvalidToken",
+    "MCPLiteError",
+    "MethodNotFound",
+    "Overloaded",
+    "ParseError",
+    "PromiseTableFull",
+    "ToolNotFound",
+    "UnknownPromise",
+]
+
+# gRPC status codes (grpc/status.h); numbers so the core needs no gRPC import.
+_INVALID_ARGUMENT = 3
+_DEADLINE_EXCEEDED = 4
+_NOT_FOUND = 5
+_RESOURCE_EXHAUSTED = 8
+_UNIMPLEMENTED = 12
+_INTERNAL = 13
+
+
+class MCPLiteError(Exception):
+    """Base of every protocol error.
+
+    ``message`` is the short text a person reads; ``data`` is the structured,
+    machine-readable part (the JSON-RPC ``error.data``).
+    """
+
+    jsonrpc_code: ClassVar[int] = -32603
+    grpc_status: ClassVar[int] = _INTERNAL
+    default_message: ClassVar[str] = "Internal error"
+
+    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
+        self.message = message or self.default_message
+        self.data = data
+        super().__init__(self.message)
+
+    def to_jsonrpc(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.jsonrpc_code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ParseError(MCPLiteError):
+    """The body is not valid UTF-8 JSON (or is nested or sized beyond reason)."""
+
+    jsonrpc_code = -32700
+    grpc_status = _INVALID_ARGUMENT
+    default_message = "Parse error"
+
+
+class InvalidRequest(MCPLiteError):
+    """Valid JSON, but not a valid JSON-RPC 2.0 request."""
+
+    jsonrpc_code = -32600
+    grpc_status = _INVALID_ARGUMENT
+    default_message = "Invalid request"
+
+
+class MethodNotFound(MCPLiteError):
+    """A JSON-RPC method that this server does not have."""
+
+    jsonrpc_code = -32601
+    grpc_status = _UNIMPLEMENTED
+    default_message = "Method not found"
+
+
+class ToolNotFound(MCPLiteError):
+    """No tool by that name; ``data`` carries the names and a suggestion (spec A.5)."""
+
+    jsonrpc_code = -32601
+    grpc_status = _NOT_FOUND
+    default_message = "Tool not found"
+
+    def __init__(self, name: str, available: list[str], suggestion: str | None) -> None:
+        data: dict[str, Any] = {"requested_tool": name, "available_tools": available}
+        if suggestion is not None:
+            data["suggestion"] = f"Did you mean '{suggestion}'?"
+        super().__init__("Tool not found", data)
+        self.name = name
+
+
+class InvalidParams(MCPLiteError):
+    """The arguments do not match the tool's ``inputSchema``.
+
+    ``data["errors"]`` lists every offending field as ``{"field", "message"}``.
+    """
+
+    jsonrpc_code = -32602
+    grpc_status = _INVALID_ARGUMENT
+    default_message = "Invalid params"
+
+    @classmethod
+    def from_fields(cls, errors: list[tuple[str, str]]) -> InvalidParams:
+        text = "; ".join(f"{field}: {message}" for field, message in errors)
+        return cls(
+            f"Invalid arguments: {text}",
+            {"errors": [{"field": field, "message": message} for field, message in errors]},
+        )
+
+
+class InvalidToken(MCPLiteError):
+    """A promise token that is malformed, forged or tampered with."""
+
+    jsonrpc_code = -32602
+    grpc_status = _INVALID_ARGUMENT
+    default_message = "invalid promise token"
+
+    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message, data if data is not None else {"reason": "invalid"})
+
+
+class ExpiredToken(MCPLiteError):
+    """A genuine promise token whose expiry has passed; its result is gone."""
+
+    jsonrpc_code = -32602
+    grpc_status = _INVALID_ARGUMENT
+    default_message = "promise token expired"
+
+    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message, data if data is not None else {"reason": "expired"})
+
+
+class UnknownPromise(MCPLiteError):
+    """A genuine, unexpired token that this process has no entry for
+    (for instance after a restart with the same secret)."""
+
+    jsonrpc_code = -32602
+    grpc_status = _NOT_FOUND
+    default_message = "unknown promise"
+
+    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message, data if data is not None else {"reason": "unknown"})
+
+
+class InternalError(MCPLiteError):
+    """An unexpected exception in a tool; ``data["error_id"]`` finds it in the log."""
+
+    jsonrpc_code = -32603
+    grpc_status = _INTERNAL
+    default_message = "Internal error"
+
+
+class Overloaded(MCPLiteError):
+    """A limit was hit (concurrent calls, promise table); retry after ``retry_after`` s."""
+
+    jsonrpc_code = -32000
+    grpc_status = _RESOURCE_EXHAUSTED
+    default_message = "Server overloaded"
+
+    def __init__(self, message: str | None = None, retry_after: float = 1.0) -> None:
+        super().__init__(message, {"retry_after": retry_after})
+        self.retry_after = retry_after
+
+
+class PromiseTableFull(Overloaded):
+    """The promise table is at its bound; a new long call must wait."""
+
+    default_message = "Too many pending promises"
+
+
+class DeadlineExceeded(MCPLiteError):
+    """The caller's own deadline passed before a result or a promise could be given."""
+
+    jsonrpc_code = -32001
+    grpc_status = _DEADLINE_EXCEEDED
+    default_message = "Deadline exceeded"

@@ -1,0 +1,231 @@
+"""Declaring tools: the :class:`Tools` registry and its ``@tools.tool`` decorator.
+
+::
+
+    tools = Tools()
+
+    @tools.tool(type="query")
+    async def search_documents(query: str, limit: Annotated[int, Field(ge=1, le=100)] = 10):
+        "Search through available documents."
+        ...
+
+A parameter annotated :class:`Context` is not an argument: the runner passes a
+context through which a long tool reports progress (seen by ``redeem``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypeVar, overload
+
+from .schema import Checker, compile_schema, schema_for_function
+
+__all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Progress", "Tool", "Tools"]
+
+ALWAYS = 0.0
+"""``promise_after=ALWAYS``: every call of the tool answers with a promise at once."""
+NEVER = math.inf
+"""``promise_after=NEVER``: the caller always waits for the answer."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Kind(Enum):
+    ASYNC = "async"
+    SYNC = "sync"
+    STREAM = "stream"
+
+
+@dataclass(slots=True)
+class Progress:
+    """What a tool last said about its progress; shown by ``redeem`` while pending."""
+
+    progress: float | None = None
+    total: float | None = None
+    message: str | None = None
+    estimated_completion: float | None = None  # epoch seconds
+
+    def snapshot(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.progress is not None:
+            out["progress"] = self.progress
+        if self.total is not None:
+            out["total"] = self.total
+        if self.message is not None:
+            out["message"] = self.message
+        return out
+
+
+@dataclass(slots=True)
+class Context:
+    """Handed to a tool that asks for it with a ``ctx: Context`` parameter."""
+
+    tool: str
+    progress: Progress = field(default_factory=Progress)
+
+    def report_progress(
+        self,
+        progress: float,
+        total: float | None = None,
+        message: str | None = None,
+        *,
+        eta_seconds: float | None = None,
+    ) -> None:
+        """Record progress (e.g. ``3, 10, "parsing"``); ``eta_seconds`` from now, if known."""
+        p = self.progress
+        p.progress, p.total, p.message = progress, total, message
+        if eta_seconds is not None:
+            p.estimated_completion = time.time() + eta_seconds
+
+
+@dataclass(slots=True)
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    input_schema: dict[str, Any]
+    checker: Checker
+    kind: Kind
+    type: str | None = None
+    context_param: str | None = None
+    promise_after: float | None = None  # None: the server's default
+
+    def definition(self) -> dict[str, Any]:
+        """The discovery entry: ``name``, ``@type`` (when set), ``description``, ``inputSchema``."""
+        entry: dict[str, Any] = {"name": self.name}
+        if self.type is not None:
+            entry["@type"] = self.type
+        entry["description"] = self.description
+        entry["inputSchema"] = self.input_schema
+        return entry
+
+
+def _context_param(fn: Callable[..., Any]) -> str | None:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable hints: schema generation reports them
+        return None
+    for name, hint in hints.items():
+        if hint is Context or (
+            typing.get_origin(hint) in (typing.Union, types.UnionType)
+            and Context in typing.get_args(hint)
+        ):
+            return name
+    return None
+
+
+def _kind(fn: Callable[..., Any]) -> Kind:
+    if inspect.isasyncgenfunction(fn):
+        return Kind.STREAM
+    if inspect.iscoroutinefunction(fn):
+        return Kind.ASYNC
+    return Kind.SYNC
+
+
+class Tools:
+    """A registry of tools.  Names are unique: registering one twice raises ``ValueError``."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    @overload
+    def tool(self, fn: F) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        *,
+        name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        schema: dict[str, Any] | None = None,
+        promise_after: float | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        fn: F | None = None,
+        *,
+        name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        schema: dict[str, Any] | None = None,
+        promise_after: float | None = None,
+    ) -> F | Callable[[F], F]:
+        """Register a function as a tool; usable bare (``@tools.tool``) or with options.
+
+        ``name`` defaults to the function's name, ``description`` to its docstring,
+        ``schema`` (a hand-written ``inputSchema``) to one generated from the type
+        hints.  ``promise_after`` overrides the server's promise deadline in seconds
+        (:data:`ALWAYS`, :data:`NEVER`).  Raises ``ValueError`` for a duplicate name or
+        a malformed schema, ``TypeError`` for a signature that cannot be described.
+        """
+
+        def register(f: F) -> F:
+            self.add(
+                f,
+                name=name,
+                type=type,
+                description=description,
+                schema=schema,
+                promise_after=promise_after,
+            )
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def add(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        schema: dict[str, Any] | None = None,
+        promise_after: float | None = None,
+    ) -> Tool:
+        """Register ``fn`` (see :meth:`tool`) and return its :class:`Tool`."""
+        tool_name = name or fn.__name__
+        if not tool_name or not isinstance(tool_name, str):
+            raise ValueError(f"a tool needs a non-empty name, got {tool_name!r}")
+        if tool_name in self._tools:
+            raise ValueError(f"a tool named {tool_name!r} is already registered")
+        if promise_after is not None and not promise_after >= 0:
+            raise ValueError(f"promise_after must be >= 0 or None, got {promise_after!r}")
+        ctx_param = _context_param(fn)
+        if schema is None:
+            skip = (ctx_param,) if ctx_param else ()
+            schema = schema_for_function(fn, skip=skip)
+        doc = inspect.getdoc(fn) or ""
+        tool = Tool(
+            name=tool_name,
+            fn=fn,
+            description=description if description is not None else doc,
+            input_schema=schema,
+            checker=compile_schema(schema),
+            kind=_kind(fn),
+            type=type,
+            context_param=ctx_param,
+            promise_after=promise_after,
+        )
+        self._tools[tool_name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
