@@ -1,0 +1,330 @@
+"""``python -m mcplite serve MODULE[:ATTR]``: every binding on ONE asyncio loop.
+
+``MODULE:ATTR`` names a :class:`~mcplite.Tools` registry; ``MODULE`` alone looks
+for the attribute ``tools``.  SIGINT/SIGTERM stop accepting, give in-flight
+calls ``--grace`` seconds, then cancel what is left, and exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+from .config import Config
+from .dispatch import Dispatcher
+from .tools import Tools
+
+__all__ = ["main"]
+
+log = logging.getLogger("mcplite")
+
+DEFAULT_ATTR = "tools"
+
+
+class CliError(Exception):
+    """One line for the user, and an exit status."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return (host.strip("[]") or "127.0.0.1", int(port))
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+
+    return parse
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcplite", description="Serve MCP-lite tools over HTTP/1.1 and gRPC."
+    )
+    parser.add_argument("--version", action="version", version=f"mcplite {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    d = Config()
+    serve = commands.add_parser(
+        "serve",
+        help="serve the tools of a module",
+        description="Serve the tools of MODULE[:ATTR] over HTTP/1.1 and gRPC on one asyncio loop. "
+        f"ATTR defaults to '{DEFAULT_ATTR}'. Example: mcplite serve mcplite.demo",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    serve.add_argument("target", metavar="MODULE[:ATTR]", help="where the Tools registry lives")
+    bind = serve.add_argument_group("bindings")
+    bind.add_argument(
+        "--http",
+        type=_address,
+        default=d.http,
+        metavar="HOST:PORT",
+        help="HTTP/1.1 address (port 0: any free port)",
+    )
+    bind.add_argument("--no-http", action="store_true", help="do not serve HTTP")
+    bind.add_argument(
+        "--grpc",
+        type=_address,
+        default=d.grpc,
+        metavar="HOST:PORT",
+        help="gRPC address (port 0: any free port)",
+    )
+    bind.add_argument("--no-grpc", action="store_true", help="do not serve gRPC")
+    bind.add_argument("--base-path", default=d.base_path, help="HTTP path prefix")
+    limits = serve.add_argument_group("limits")
+    limits.add_argument(
+        "--max-body-size",
+        type=_positive(int),
+        default=d.max_body_size,
+        metavar="BYTES",
+        help="larger request bodies get 413",
+    )
+    limits.add_argument(
+        "--max-header-size",
+        type=_positive(int),
+        default=d.max_header_size,
+        metavar="BYTES",
+        help="larger request heads get 431",
+    )
+    limits.add_argument(
+        "--request-timeout",
+        type=_positive(float),
+        default=d.request_timeout,
+        metavar="S",
+        help="seconds to receive a whole request, else 408",
+    )
+    limits.add_argument(
+        "--keepalive-timeout",
+        type=_positive(float),
+        default=d.keepalive_timeout,
+        metavar="S",
+        help="idle seconds before a keep-alive connection is closed",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=_positive(int),
+        default=d.max_connections,
+        metavar="N",
+        help="more connections get 503",
+    )
+    limits.add_argument(
+        "--max-concurrent-calls",
+        type=_positive(int),
+        default=d.max_concurrent_calls,
+        metavar="N",
+        help="more calls get 503 + Retry-After / RESOURCE_EXHAUSTED",
+    )
+    limits.add_argument(
+        "--grpc-max-message-size",
+        type=_positive(int),
+        default=d.grpc_max_message_size,
+        metavar="BYTES",
+        help="larger gRPC messages get RESOURCE_EXHAUSTED",
+    )
+    promises = serve.add_argument_group("promises and streams")
+    promises.add_argument(
+        "--promise-after",
+        type=_non_negative,
+        default=d.promise_after,
+        metavar="S",
+        help="seconds before a running call becomes a promise",
+    )
+    promises.add_argument(
+        "--promise-ttl",
+        type=_positive(float),
+        default=d.promise_ttl,
+        metavar="S",
+        help="seconds a promise token and its result live",
+    )
+    promises.add_argument(
+        "--max-promises",
+        type=_positive(int),
+        default=d.max_promises,
+        metavar="N",
+        help="pending promises before new long calls are refused",
+    )
+    promises.add_argument(
+        "--secret",
+        default=None,
+        help="promise sealing secret (default: $MCPLITE_SECRET, else random)",
+    )
+    promises.add_argument(
+        "--heartbeat",
+        type=_positive(float),
+        default=d.heartbeat,
+        metavar="S",
+        help="seconds of tool silence before an SSE heartbeat",
+    )
+    proc = serve.add_argument_group("process")
+    proc.add_argument(
+        "--grace",
+        type=_non_negative,
+        default=d.grace,
+        metavar="S",
+        help="seconds in-flight calls get after SIGINT/SIGTERM",
+    )
+    proc.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log level",
+    )
+    proc.add_argument("--no-access-log", action="store_true", help="no log line per HTTP request")
+    return parser
+
+
+def load_tools(target: str) -> Tools:
+    """Import ``MODULE[:ATTR]`` and return its registry; raises :class:`CliError`."""
+    module_name, _, attr = target.partition(":")
+    attr = attr or DEFAULT_ATTR
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the console script does not add it
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import module '{module_name}': {exc}") from None
+    except Exception as exc:
+        raise CliError(f"importing '{module_name}' failed: {type(exc).__name__}: {exc}") from None
+    registry = getattr(module, attr, None)
+    if registry is None:
+        raise CliError(f"module '{module_name}' has no attribute '{attr}' (a mcplite.Tools)")
+    if not isinstance(registry, Tools):
+        raise CliError(
+            f"'{module_name}:{attr}' is a {type(registry).__name__}, not a mcplite.Tools"
+        )
+    return registry
+
+
+def _config(args: argparse.Namespace) -> Config:
+    secret = args.secret.encode() if args.secret else None
+    return Config(
+        http=None if args.no_http else args.http,
+        grpc=None if args.no_grpc else args.grpc,
+        base_path=args.base_path,
+        max_body_size=args.max_body_size,
+        max_header_size=args.max_header_size,
+        request_timeout=args.request_timeout,
+        keepalive_timeout=args.keepalive_timeout,
+        max_connections=args.max_connections,
+        max_concurrent_calls=args.max_concurrent_calls,
+        grpc_max_message_size=args.grpc_max_message_size,
+        promise_after=args.promise_after,
+        promise_ttl=args.promise_ttl,
+        max_promises=args.max_promises,
+        secret=secret,
+        heartbeat=args.heartbeat,
+        grace=args.grace,
+        access_log=not args.no_access_log,
+    )
+
+
+async def serve(tools: Tools, config: Config) -> None:
+    """Run every enabled binding until SIGINT/SIGTERM, then shut down gracefully."""
+    from .http import HttpServer
+
+    if config.http is None and config.grpc is None:
+        raise CliError("both bindings are off: nothing to serve")
+    dispatcher = Dispatcher(tools, config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    http: HttpServer | None = None
+    grpc: Any = None
+    where = []
+    try:
+        if config.http is not None:
+            http = HttpServer(dispatcher, config)
+            host, port = config.http
+            await _listen("HTTP", host, port, http.start(host, port))
+            where.append(f"http://{host}:{http.port}{config.base_path}")
+        if config.grpc is not None:
+            from .grpc.service import GrpcServer
+
+            grpc = GrpcServer(dispatcher, config)
+            host, port = config.grpc
+            await _listen("gRPC", host, port, grpc.start(host, port))
+            where.append(f"grpc://{host}:{grpc.port}")
+    except BaseException:
+        if http is not None:
+            await http.shutdown(0)
+        dispatcher.close()
+        raise
+    log.info(
+        "mcplite %s serving %d tools on %s",
+        __version__,
+        len(dispatcher.tool_definitions()),
+        " and ".join(where),
+    )
+    await stop.wait()
+    log.info("shutting down: finishing in-flight calls (grace %ss)", config.grace)
+    waits = []
+    if http is not None:
+        waits.append(http.shutdown(config.grace))
+    if grpc is not None:
+        waits.append(grpc.shutdown(config.grace))
+    await asyncio.gather(*waits)
+    dispatcher.close()
+    log.info("stopped")
+
+
+async def _listen(name: str, host: str, port: int, starting: Any) -> None:
+    try:
+        await starting
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CliError(f"cannot listen for {name} on {host}:{port}: {reason}", 1) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        if args.command == "serve":
+            tools = load_tools(args.target)
+            asyncio.run(serve(tools, _config(args)))
+    except CliError as exc:
+        print(f"mcplite: error: {exc}", file=sys.stderr)
+        return exc.status
+    except ValueError as exc:  # a Config or registry refusal
+        print(f"mcplite: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

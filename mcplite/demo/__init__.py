@@ -1,0 +1,178 @@
+"""The demo tools of spec Appendix A, served by ``python -m mcplite serve mcplite.demo``.
+
+- ``search_documents``: searches a small real corpus (``corpus.md`` beside this
+  file: sections about MCP, MCP-lite and mcplite), best hits first.
+- ``analyze_dataset``: ``quick`` answers at once; ``comprehensive`` takes about
+  six seconds of real waiting, reports progress, and so becomes a promise under
+  the default 5 s promise deadline.
+- ``generate_report``: writes a report section by section, as a stream.
+- ``echo``: returns its text; the benchmark's workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+import statistics
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Annotated, Any, Literal
+
+from ..envelope import Elicitation, Failure, MoreResources
+from ..schema import Field
+from ..tools import Context, Tools
+
+__all__ = ["tools"]
+
+tools = Tools()
+
+COMPREHENSIVE_STEPS = 6
+STEP_SECONDS = 1.0
+
+
+@tools.tool(promise_after=math.inf)
+async def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    document_id: str
+    title: str
+    text: str
+    terms: Counter[str]
+
+
+_WORD = re.compile(r"[a-z0-9_@/-]+")
+
+
+def _terms(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if len(w) > 1]
+
+
+def _load_corpus() -> list[_Section]:
+    raw = resources.files(__package__).joinpath("corpus.md").read_text(encoding="utf-8")
+    sections = []
+    for block in raw.split("\n## ")[1:]:
+        title, _, text = block.partition("\n")
+        slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")
+        terms = Counter(_terms(title + " " + text))
+        sections.append(_Section(f"doc_{slug}", title.strip(), text.strip(), terms))
+    return sections
+
+
+_CORPUS = _load_corpus()
+_DF = Counter(term for s in _CORPUS for term in s.terms)
+
+
+def _excerpt(text: str, words: list[str], width: int = 160) -> str:
+    lowered = text.lower()
+    hits = [lowered.find(w) for w in words if lowered.find(w) >= 0]
+    start = max(0, min(hits) - 40) if hits else 0
+    snippet = text[start : start + width].strip()
+    return ("..." if start else "") + snippet + ("..." if start + width < len(text) else "")
+
+
+@tools.tool(type="query", promise_after=math.inf)
+async def search_documents(
+    query: Annotated[str, Field(description="Search query")],
+    limit: Annotated[int, Field(ge=1, le=100)] = 10,
+) -> list[dict[str, Any]] | Elicitation:
+    """Search through available documents."""
+    words = _terms(query)
+    if not words:
+        return Elicitation(
+            "What should I search for? The query has no searchable words.",
+            {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        )
+    n = len(_CORPUS)
+    scored = []
+    for section in _CORPUS:
+        score = sum(
+            section.terms[w] * math.log(1 + n / _DF[w]) for w in words if w in section.terms
+        )
+        if score > 0:
+            scored.append((score, section))
+    scored.sort(key=lambda pair: -pair[0])
+    return [
+        {
+            "document_id": s.document_id,
+            "title": s.title,
+            "excerpt": _excerpt(s.text, words),
+            "score": round(score, 3),
+        }
+        for score, s in scored[:limit]
+    ]
+
+
+def _dataset(dataset_id: str) -> list[float]:
+    # A deterministic stand-in for a stored dataset: the same id, the same numbers.
+    seed = hashlib.sha256(dataset_id.encode()).digest()
+    return [((seed[i % 32] * (i + 7)) % 1000) / 10 for i in range(200)]
+
+
+@tools.tool(type="analysis")
+async def analyze_dataset(
+    dataset_id: Annotated[str, Field(description="Dataset to analyse", min_length=1)],
+    analysis_type: Literal["quick", "comprehensive"] = "quick",
+    ctx: Context | None = None,
+) -> dict[str, Any] | Failure | MoreResources:
+    """Compute summary statistics of a dataset; comprehensive runs long and becomes a promise."""
+    if dataset_id.startswith("missing"):
+        return Failure(f"dataset '{dataset_id}' does not exist", reason="not_found")
+    if dataset_id.startswith("huge") and analysis_type == "quick":
+        return MoreResources(
+            f"dataset '{dataset_id}' is too large for a quick analysis: "
+            "allow 60 s or run a comprehensive analysis",
+            time_seconds=60,
+        )
+    values = _dataset(dataset_id)
+    summary: dict[str, Any] = {
+        "dataset_id": dataset_id,
+        "analysis_type": analysis_type,
+        "rows": len(values),
+        "mean": round(statistics.fmean(values), 3),
+        "min": min(values),
+        "max": max(values),
+    }
+    if analysis_type == "quick":
+        return summary
+    for step in range(COMPREHENSIVE_STEPS):
+        if ctx is not None:
+            ctx.report_progress(
+                step,
+                COMPREHENSIVE_STEPS,
+                f"pass {step + 1} of {COMPREHENSIVE_STEPS}",
+                eta_seconds=(COMPREHENSIVE_STEPS - step) * STEP_SECONDS,
+            )
+        await asyncio.sleep(STEP_SECONDS)
+    summary |= {
+        "stdev": round(statistics.stdev(values), 3),
+        "median": statistics.median(values),
+        "quartiles": [round(q, 3) for q in statistics.quantiles(values, n=4)],
+    }
+    return summary
+
+
+_SECTIONS = (
+    ("Executive Summary", "{topic}: the quarter closed ahead of plan."),
+    ("Revenue", "Revenue for the period increased by 15% on the year before."),
+    ("Costs", "Costs grew by 4%, mostly in infrastructure."),
+    ("Outlook", "We expect steady growth in the next quarter."),
+)
+
+
+@tools.tool(type="generation")
+async def generate_report(
+    topic: Annotated[str, Field(description="What the report is about", min_length=1)],
+) -> AsyncIterator[str]:
+    """Generate a report on a topic, streamed section by section."""
+    for i, (title, text) in enumerate(_SECTIONS):
+        await asyncio.sleep(0.05)  # stands in for the time writing takes
+        heading = f"{topic.title()} Report\n\n{title}" if i == 0 else f"\n\n{title}"
+        yield f"{heading}\n{text.format(topic=topic.capitalize())}"
