@@ -151,7 +151,7 @@ class Dispatcher:
             checked: dict[str, Any] = tool.checker(arguments)
         except SchemaError as exc:
             raise InvalidParams.from_fields([(e.path, e.message) for e in exc.errors]) from None
-        return checked
+        return tool.arguments(checked)
 
     def _admit(self) -> None:
         if self.active >= self.config.max_concurrent_calls:

@@ -15,12 +15,13 @@ context through which a long tool reports progress (seen by ``redeem``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import time
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar, overload
@@ -96,6 +97,17 @@ class Tool:
     type: str | None = None
     context_param: str | None = None
     promise_after: float | None = None  # None: the server's default
+    converters: dict[str, Converter] = field(default_factory=dict)
+
+    def arguments(self, checked: dict[str, Any]) -> dict[str, Any]:
+        """Validated JSON arguments as the function declared them (Enum, dataclass)."""
+        if not self.converters:
+            return checked
+        out = dict(checked)
+        for name, conv in self.converters.items():
+            if name in out:
+                out[name] = conv(out[name])
+        return out
 
     def definition(self) -> dict[str, Any]:
         """The discovery entry: ``name``, ``@type`` (when set), ``description``, ``inputSchema``."""
@@ -119,6 +131,82 @@ def _context_param(fn: Callable[..., Any]) -> str | None:
         ):
             return name
     return None
+
+
+Converter = Callable[[Any], Any]
+
+
+def _converter(hint: Any) -> Converter | None:
+    """How to turn a validated JSON value into the declared Python type, if needed.
+
+    Only Enum and dataclass hints (also inside Optional, unions, lists and dicts)
+    need it; everything else arrives as it is, at no cost per call.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return _converter(args[0])
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        enum_type = hint
+        return lambda value: value if isinstance(value, enum_type) else enum_type(value)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        cls = hint
+        hints = typing.get_type_hints(cls, include_extras=True)
+        fields = {
+            f.name: _converter(hints.get(f.name, Any)) for f in dataclasses.fields(cls) if f.init
+        }
+
+        def to_dataclass(value: Any) -> Any:
+            if not isinstance(value, dict):
+                return value
+            kwargs = {
+                k: (conv(v) if (conv := fields.get(k)) is not None else v)
+                for k, v in value.items()
+            }
+            return cls(**kwargs)
+
+        return to_dataclass
+    if origin in (typing.Union, types.UnionType):
+        branches = [(a, _converter(a)) for a in args if a is not type(None)]
+        convertible = [(a, c) for a, c in branches if c is not None]
+        if not convertible:
+            return None
+
+        def to_union(value: Any) -> Any:
+            for _, conv in convertible:
+                try:
+                    return conv(value)
+                except (TypeError, ValueError):
+                    continue
+            return value
+
+        return to_union
+    if origin in (list, tuple, set, frozenset, Sequence) and args:
+        each = _converter(args[0])
+        if each is None:
+            return None
+        make = list if origin is Sequence else origin
+        return lambda value: make(each(v) for v in value)
+    if origin in (dict, Mapping) and len(args) == 2:
+        each_value = _converter(args[1])
+        if each_value is None:
+            return None
+        return lambda value: {k: each_value(v) for k, v in value.items()}
+    return None
+
+
+def _converters(fn: Callable[..., Any], skip: str | None) -> dict[str, Converter]:
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:
+        return {}
+    out = {}
+    for name, hint in hints.items():
+        if name in ("return", skip):
+            continue
+        conv = _converter(hint)
+        if conv is not None:
+            out[name] = conv
+    return out
 
 
 def _kind(fn: Callable[..., Any]) -> Kind:
@@ -200,6 +288,7 @@ class Tools:
         if promise_after is not None and not promise_after >= 0:
             raise ValueError(f"promise_after must be >= 0 or None, got {promise_after!r}")
         ctx_param = _context_param(fn)
+        generated = schema is None
         if schema is None:
             skip = (ctx_param,) if ctx_param else ()
             schema = schema_for_function(fn, skip=skip)
@@ -214,6 +303,7 @@ class Tools:
             type=type,
             context_param=ctx_param,
             promise_after=promise_after,
+            converters=_converters(fn, ctx_param) if generated else {},
         )
         self._tools[tool_name] = tool
         return tool
