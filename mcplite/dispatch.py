@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from .config import Config
 from .envelope import (
@@ -45,7 +45,7 @@ from .promises import PromiseEntry, PromiseStore, PromiseTable, TokenSealer
 from .schema import SchemaError
 from .tools import Context, Kind, Progress, Tool, Tools
 
-__all__ = ["Dispatcher", "ToolStream", "aggregate"]
+__all__ = ["Dispatcher", "ToolStream", "aggregate", "start_task"]
 
 log = logging.getLogger("mcplite")
 
@@ -184,7 +184,7 @@ class Dispatcher:
 
         if deadline == 0 and not self._has_room():
             raise PromiseTableFull(retry_after=self.config.retry_after)
-        task = _start_task(self._complete(tool, args, started, t0))
+        task = start_task(self._complete(tool, args, started, t0))
         promised = False
         try:
             if await _wait_done(task, deadline):
@@ -449,16 +449,20 @@ class ToolStream:
             await asyncio.wait((task,), timeout=timeout)
 
 
+T = TypeVar("T")
+
 if sys.version_info >= (3, 12):
 
-    def _start_task(coro: Coroutine[Any, Any, Result]) -> asyncio.Task[Result]:
-        # Eager start: a tool that finishes without suspending is done before
-        # this returns, with no trip through the event loop.
+    def start_task(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """A task that starts eagerly: a coroutine that finishes without
+        suspending is done before this returns, with no trip through the loop
+        (and with the task set as current, so asyncio.timeout and TaskGroup work)."""
         return asyncio.Task(coro, loop=asyncio.get_running_loop(), eager_start=True)
 
 else:
 
-    def _start_task(coro: Coroutine[Any, Any, Result]) -> asyncio.Task[Result]:
+    def start_task(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """A task (eager from Python 3.12 on; scheduled on 3.11)."""
         return asyncio.get_running_loop().create_task(coro)
 
 

@@ -13,6 +13,7 @@ import datetime
 import enum
 import json
 import logging
+import math
 from typing import Any, NamedTuple
 
 from .dispatch import Dispatcher
@@ -53,19 +54,38 @@ _encoder = json.JSONEncoder(
 _encode = _encoder.encode
 
 
+_ascii_encode = json.JSONEncoder(
+    ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_default
+).encode
+
+
 def encode(obj: Any) -> bytes:
-    """Compact UTF-8 JSON; raises ``ValueError``/``TypeError`` for what JSON cannot hold."""
-    return _encode(obj).encode()
+    """Compact UTF-8 JSON; raises ``ValueError``/``TypeError`` for what JSON cannot hold.
+
+    A lone surrogate (possible in a Python str, never in UTF-8) is written as a
+    ``\\udXXX`` escape rather than failing the whole reply.
+    """
+    try:
+        return _encode(obj).encode()
+    except UnicodeEncodeError:
+        return _ascii_encode(obj).encode()
+
+
+def _not_json(literal: str) -> Any:
+    raise ValueError(f"{literal} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+_decode = json.JSONDecoder(parse_constant=_not_json).decode
 
 
 def decode(body: bytes) -> Any:
     """Parse a UTF-8 JSON body; anything unparsable raises :class:`ParseError`.
 
-    That includes invalid UTF-8, nesting deep enough to exhaust the parser's
-    recursion, and integers beyond Python's digit limit (4300 digits).
+    That includes invalid UTF-8, NaN and Infinity, nesting deep enough to exhaust
+    the parser's recursion, and integers beyond Python's digit limit (4300 digits).
     """
     try:
-        return json.loads(body.decode("utf-8"))
+        return _decode(body.decode("utf-8"))
     except UnicodeDecodeError:
         raise ParseError("Parse error: the body is not valid UTF-8") from None
     except RecursionError:
@@ -89,6 +109,8 @@ def _check_id(message: dict[str, Any]) -> Any:
         return request_id
     if isinstance(request_id, bool) or not isinstance(request_id, str | int | float):
         raise InvalidRequest("Invalid request: id must be a string, a number or null")
+    if isinstance(request_id, float) and not math.isfinite(request_id):
+        raise InvalidRequest("Invalid request: id is a number too large for JSON")
     return request_id
 
 
@@ -134,7 +156,11 @@ def _known_id(message: Any) -> Any:
     """The id of an invalid request, when it can be told; else null."""
     if isinstance(message, dict):
         request_id = message.get("id")
-        if isinstance(request_id, str | int | float) and not isinstance(request_id, bool):
+        if isinstance(request_id, bool) or (
+            isinstance(request_id, float) and not math.isfinite(request_id)
+        ):
+            return None
+        if isinstance(request_id, str | int | float):
             return request_id
     return None
 

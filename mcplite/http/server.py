@@ -24,9 +24,9 @@ from typing import Any
 import h11
 
 from ..config import Config
-from ..dispatch import Dispatcher, ToolStream
-from ..envelope import Partial
-from ..errors import InvalidParams, InvalidRequest, MCPLiteError, Overloaded, ParseError
+from ..dispatch import Dispatcher, ToolStream, start_task
+from ..envelope import Partial, Result
+from ..errors import InvalidRequest, MCPLiteError, Overloaded, ParseError
 from ..jsonrpc import JsonRpc, check_request, decode, encode, tool_call_params
 from . import sse
 
@@ -36,18 +36,9 @@ log = logging.getLogger("mcplite")
 access_log = logging.getLogger("mcplite.access")
 
 _LIST, _CALL = 1, 2
+_NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _JSON = [(b"content-type", b"application/json")]
-
-
-class _Abort(Exception):
-    """Stop handling this connection; ``status`` is sent first when not None."""
-
-    def __init__(self, status: int | None, message: str = "", close: bool = True) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.close = close
 
 
 def _error_body(status: int, message: str) -> bytes:
@@ -75,6 +66,27 @@ class HttpServer:
         self.draining = False
         self.streams_closing = asyncio.Event()
         self._server: asyncio.Server | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        # One server-wide timer checks every connection's deadline, instead of a
+        # timer set and cancelled per request: a deadline is then a float store.
+        self._tick_every = min(
+            1.0, max(0.02, min(config.request_timeout, config.keepalive_timeout) / 4)
+        )
+
+    def watch(self) -> None:
+        """Make sure the deadline ticker runs while there are connections."""
+        if self._ticker is None:
+            loop = asyncio.get_running_loop()
+            self._ticker = loop.call_later(self._tick_every, self._tick)
+
+    def _tick(self) -> None:
+        self._ticker = None
+        if not self.connections:
+            return
+        now = asyncio.get_running_loop().time()
+        for conn in list(self.connections):
+            conn.check_deadline(now)
+        self.watch()
 
     async def start(self, host: str, port: int) -> asyncio.Server:
         """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`)."""
@@ -115,12 +127,23 @@ class HttpServer:
                 await asyncio.wait(pending, timeout=1.0)
         for conn in list(self.connections):
             conn.abort()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         if self._server is not None:
             await self._server.wait_closed()
 
 
 class HttpConnection(asyncio.Protocol):
-    """One client connection: feeds bytes to h11, answers requests in order."""
+    """One client connection, driven by callbacks.
+
+    ``data_received`` feeds h11 and takes events until a request is complete,
+    then hands it to a handler task; while that task runs, further bytes wait
+    in h11's buffer (reading pauses), so pipelined requests are answered in
+    order.  On Python 3.12+ the task starts eagerly: a tool that answers without
+    suspending is answered before ``data_received`` returns, as cheaply as a
+    bare h11 loop.
+    """
 
     def __init__(self, server: HttpServer) -> None:
         self.server = server
@@ -131,15 +154,24 @@ class HttpConnection(asyncio.Protocol):
             h11.SERVER, max_incomplete_event_size=self.config.max_header_size
         )
         self.task: asyncio.Task[None] | None = None
-        self._data_waiter: asyncio.Future[None] | None = None
-        self._drain_waiter: asyncio.Future[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timed_out = False
+        self.closed = False
+        # The request being received.
+        self._request: h11.Request | None = None
+        self._headers: dict[bytes, bytes] = {}
+        self._route = 0
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._rejection: tuple[int, str] | None = None  # answer this once the body is read
+        self._t0 = 0.0
+        self.status = 0
+        self.tool: str | None = None
+        # Deadlines, checked by the server's ticker.
+        self._deadline = 0.0
+        self._deadline_kind = _NO_DEADLINE
         self._paused_reading = False
         self._paused_writing = False
-        self._busy = False  # handling a request (not waiting for one)
-        self._cycle_started = False  # bytes of the next request have arrived
-        self.closed = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._advancing = False
 
     # -- asyncio.Protocol ---------------------------------------------------
 
@@ -160,35 +192,34 @@ class HttpConnection(asyncio.Protocol):
             return
         server.connections.add(self)
         transport.set_write_buffer_limits(high=64 * 1024)
-        self._set_timer(self.config.keepalive_timeout, self._on_idle_timeout)
-        self.task = self.loop.create_task(self._serve())
+        self._expect(_IDLE, self.config.keepalive_timeout)
+        server.watch()
 
     def data_received(self, data: bytes) -> None:
         self.conn.receive_data(data)
-        if not self._cycle_started:
-            self._cycle_started = True
-            self._set_timer(self.config.request_timeout, self._on_request_timeout)
-        if self._busy and not self._paused_reading:
-            # Pipelined bytes while we answer: let h11 hold what it has, read no more.
+        if self._deadline_kind == _IDLE:
+            self._expect(_RECEIVING, self.config.request_timeout)
+        if self.task is None:
+            self._advance()
+        elif not self._paused_reading and self.transport is not None:
+            # Pipelined bytes while we answer: h11 holds what it has; read no more.
             self._paused_reading = True
-            assert self.transport is not None
             self.transport.pause_reading()
-        self._wake()
 
     def eof_received(self) -> bool | None:
         self.conn.receive_data(b"")
-        self._wake()
+        if self.task is None:
+            self._advance()
         return True  # keep our half open: a half-closing client still gets its answer
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        self._cancel_timer()
         if self.task is not None and not self.task.done():
             self.task.cancel()  # nobody to answer: stop the call (and its tool)
-        for waiter in (self._data_waiter, self._drain_waiter):
-            if waiter is not None and not waiter.done():
-                waiter.cancel()
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.cancel()
 
     def pause_writing(self) -> None:
         self._paused_writing = True
@@ -199,38 +230,27 @@ class HttpConnection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    # -- timers -------------------------------------------------------------
+    # -- deadlines ----------------------------------------------------------
 
-    def _set_timer(self, delay: float, callback: Any) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self.loop.call_later(delay, callback)
+    def _expect(self, kind: int, seconds: float) -> None:
+        self._deadline_kind = kind
+        self._deadline = self.loop.time() + seconds
 
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    def check_deadline(self, now: float) -> None:
+        kind = self._deadline_kind
+        if kind == _NO_DEADLINE or now < self._deadline or self.task is not None:
+            return
+        self._deadline_kind = _NO_DEADLINE
+        if kind == _IDLE:
+            self.abort()  # an idle keep-alive connection: close quietly
+        else:
+            self.status = 408
+            self._fail(408, "Request timeout: the request was not received in time")
 
-    def _on_idle_timeout(self) -> None:
-        self._timer = None
-        if not self._busy and not self._cycle_started:
-            self.abort()
-
-    def _on_request_timeout(self) -> None:
-        self._timer = None
-        if not self._busy:
-            self._timed_out = True
-            self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._data_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # -- the request loop ---------------------------------------------------
+    # -- receiving ----------------------------------------------------------
 
     def close_if_idle(self) -> None:
-        if not self._busy and not self._cycle_started:
+        if self.task is None and self._request is None:
             self.abort()
 
     def abort(self) -> None:
@@ -238,200 +258,236 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
         self.closed = True
 
-    async def _next_event(self) -> Any:
-        conn = self.conn
-        while True:
-            event = conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            if self._timed_out:
-                raise _Abort(408, "Request timeout: the request was not received in time")
-            if self._paused_reading:
-                self._paused_reading = False
-                assert self.transport is not None
-                self.transport.resume_reading()
-            self._data_waiter = self.loop.create_future()
-            try:
-                await self._data_waiter
-            finally:
-                self._data_waiter = None
-
-    async def _serve(self) -> None:
+    def _advance(self) -> None:
+        """Take h11 events until a request is handed to a task or h11 needs data."""
+        if self._advancing:
+            return  # a request finished synchronously inside the loop below
+        self._advancing = True
         conn = self.conn
         try:
-            while True:
-                event = await self._next_event()
-                if isinstance(event, h11.Request):
-                    self._busy = True
-                    await self._handle(event)
-                elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-                    break
-                if conn.our_state is h11.MUST_CLOSE or self.server.draining or self.closed:
-                    break
-                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-                    conn.start_next_cycle()
-                    self._busy = False
-                    self._cycle_started = bool(conn.trailing_data[0])
-                    if self._cycle_started:
-                        self._set_timer(self.config.request_timeout, self._on_request_timeout)
-                    else:
-                        self._set_timer(self.config.keepalive_timeout, self._on_idle_timeout)
-                else:
-                    break
-        except h11.RemoteProtocolError as exc:
-            self._send_error(exc.error_status_hint, f"Bad request: {exc}", close=True)
-        except _Abort as exc:
-            if exc.status is not None:
-                self._send_error(exc.status, exc.message, close=True)
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("HTTP connection failed")
-            self._send_error(500, "Internal server error", close=True)
+            while self.task is None and not self.closed:
+                try:
+                    event = conn.next_event()
+                except h11.RemoteProtocolError as exc:
+                    self._fail(exc.error_status_hint, f"Bad request: {exc}")
+                    return
+                kind = type(event)
+                if kind is h11.Data:
+                    self._on_data(event.data)  # type: ignore[union-attr]
+                elif event is h11.NEED_DATA:
+                    if self._paused_reading and self.transport is not None:
+                        self._paused_reading = False
+                        self.transport.resume_reading()
+                    return
+                elif kind is h11.Request:
+                    self._on_request(event)  # type: ignore[arg-type]
+                elif kind is h11.EndOfMessage:
+                    self._on_end()
+                else:  # ConnectionClosed, or PAUSED after a response we must close on
+                    self.abort()
+                    return
         finally:
-            self._cancel_timer()
-            self.abort()
+            self._advancing = False
 
-    # -- one request --------------------------------------------------------
-
-    async def _handle(self, request: h11.Request) -> None:
-        t0 = time.perf_counter()
+    def _on_request(self, request: h11.Request) -> None:
+        self._t0 = time.perf_counter()
+        self._request = request
+        self._headers = headers = _headers(request.headers)
+        self._chunks = []
+        self._size = 0
+        self._rejection = None
+        self.status, self.tool = 200, None
         path = request.target.split(b"?", 1)[0]
-        route = self.server.routes.get(path)
-        status, tool = 200, None
-        headers = _headers(request.headers)
-        try:
-            if route is None:
-                status = 404
-                raise _Abort(404, f"Not found: {path.decode('latin-1')}", close=False)
-            if request.method != b"POST":
-                status = 405
-                raise _Abort(405, "Method not allowed: use POST", close=False)
-            body = await self._read_body(headers)
-            if route == _LIST:
-                status = self._answer_list(headers, body)
-            elif b"text/event-stream" in headers.get(b"accept", b""):
-                status, tool = await self._answer_stream(body)
-            else:
-                reply = await self.server.rpc.handle(body)
-                tool = reply.tool
-                if reply.body is None:
-                    status = 202
-                    self._send(202, [], b"")
-                elif reply.retry_after is not None:
-                    status = 503
-                    retry = b"%d" % max(1, round(reply.retry_after))
-                    self._send(503, [*_JSON, (b"retry-after", retry)], reply.body)
-                else:
-                    self._send(200, _JSON, reply.body)
-        except _Abort as exc:
-            status = exc.status or 499  # 499: the client went away
-            if exc.status is None or exc.close:
-                raise
-            await self._discard_body(headers)
-            self._send_error(exc.status, exc.message, close=False)
-        finally:
-            if self.config.access_log:
-                access_log.info(
-                    "%s %s %s %d %.2fms",
-                    request.method.decode("latin-1"),
-                    path.decode("latin-1"),
-                    tool or "-",
-                    status,
-                    (time.perf_counter() - t0) * 1000,
-                )
-
-    async def _read_body(self, headers: dict[bytes, bytes]) -> bytes:
+        route = self._route = self.server.routes.get(path, 0)
+        # h11 bounds a head that arrives in pieces; one that arrives whole is
+        # measured here, so the limit does not depend on how the bytes came.
+        head_size = len(request.target) + sum(len(n) + len(v) + 4 for n, v in request.headers)
+        if head_size > self.config.max_header_size:
+            self._fail(
+                431, f"Request header fields too large (max {self.config.max_header_size} bytes)"
+            )
+            return
         limit = self.config.max_body_size
         length = headers.get(b"content-length")
         if length is not None and int(length) > limit:
-            raise _Abort(413, f"Request body too large (max {limit} bytes)")
-        if length not in (None, b"0"):
-            ctype = headers.get(b"content-type", b"")
-            if ctype.split(b";", 1)[0].strip().lower() != b"application/json":
-                raise _Abort(415, "Unsupported media type: send Content-Type: application/json")
-            if b"charset" in ctype.lower() and b"utf-8" not in ctype.lower():
-                raise _Abort(415, "Unsupported charset: the body must be UTF-8")
-        if self.conn.they_are_waiting_for_100_continue:
-            self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            event = await self._next_event()
-            if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > limit:
-                    raise _Abort(413, f"Request body too large (max {limit} bytes)")
-                chunks.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            else:  # ConnectionClosed mid-body
-                raise _Abort(None)
-        self._cancel_timer()  # the request is in; the call may take its time
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    async def _discard_body(self, headers: dict[bytes, bytes]) -> None:
-        """Read and drop a small unread body so the connection can be reused."""
-        conn = self.conn
-        length = headers.get(b"content-length")
-        if length is None and b"transfer-encoding" not in headers:
-            length = b"0"  # no body at all, as in a GET
-        if (
-            conn.their_state is not h11.SEND_BODY
-            or conn.they_are_waiting_for_100_continue
-            or length is None
-            or int(length) > self.config.max_body_size
-        ):
+            self._fail(413, f"Request body too large (max {limit} bytes)")
             return
-        while not isinstance(await self._next_event(), h11.EndOfMessage | h11.ConnectionClosed):
-            pass
+        if route == 0:
+            self._rejection = (404, f"Not found: {path.decode('latin-1')}")
+        elif request.method != b"POST":
+            self._rejection = (405, "Method not allowed: use POST")
+        elif length not in (None, b"0") or b"transfer-encoding" in headers:
+            ctype = headers.get(b"content-type", b"").lower()
+            if ctype.split(b";", 1)[0].strip() != b"application/json":
+                self._rejection = (
+                    415,
+                    "Unsupported media type: send Content-Type: application/json",
+                )
+            elif b"charset" in ctype and b"utf-8" not in ctype:
+                self._rejection = (415, "Unsupported charset: the body must be UTF-8")
+        if self.conn.they_are_waiting_for_100_continue:
+            if self._rejection is not None:
+                # The client holds the body back for our word: refuse now, and close.
+                status, message = self._rejection
+                self._fail(status, message)
+                return
+            self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
 
-    def _answer_list(self, headers: dict[bytes, bytes], body: bytes) -> int:
+    def _on_data(self, data: bytes) -> None:
+        self._size += len(data)
+        if self._size > self.config.max_body_size:
+            self._fail(413, f"Request body too large (max {self.config.max_body_size} bytes)")
+        elif self._rejection is None:
+            self._chunks.append(data)
+
+    def _on_end(self) -> None:
+        self._deadline_kind = _NO_DEADLINE  # the request is in; the call may take its time
+        if self._rejection is not None:
+            status, message = self._rejection
+            self.status = status
+            self._send_error(status, message, close=False)
+            self._finish()
+            return
+        chunks = self._chunks
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._chunks = []
+        if self._route == _LIST:
+            self._answer_list(body)
+            self._finish()
+            return
+        task = start_task(self._answer_call(body))
+        if task.done():
+            self._task_done(task)
+        else:
+            self.task = task
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self.task = None
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("HTTP request failed", exc_info=exc)
+            self.status = 500
+            self._fail(500, "Internal server error")
+            return
+        self._finish()
+        if not self._advancing:
+            self._advance()  # pipelined requests waiting in h11's buffer
+
+    def _finish(self) -> None:
+        """The response is out: log it, then start the next cycle or close."""
+        request = self._request
+        if request is not None and self.config.access_log:
+            access_log.info(
+                "%s %s %s %d %.2fms",
+                request.method.decode("latin-1"),
+                request.target.split(b"?", 1)[0].decode("latin-1"),
+                self.tool or "-",
+                self.status,
+                (time.perf_counter() - self._t0) * 1000,
+            )
+        self._request = None
+        conn = self.conn
+        if (
+            conn.our_state is h11.DONE
+            and conn.their_state is h11.DONE
+            and not self.server.draining
+            and not self.closed
+        ):
+            conn.start_next_cycle()
+            if conn.trailing_data[0]:
+                self._expect(_RECEIVING, self.config.request_timeout)
+            else:
+                self._expect(_IDLE, self.config.keepalive_timeout)
+        else:
+            self.abort()
+
+    def _fail(self, status: int, message: str) -> None:
+        """Answer an error (when still possible) and close the connection."""
+        if self._request is not None or status != 408 or self.conn.our_state is h11.IDLE:
+            self._send_error(status, message, close=True)
+        if self.config.access_log and self._request is not None:
+            self.status = status
+            self._finish()
+        self.abort()
+
+    # -- answering ----------------------------------------------------------
+
+    def _answer_list(self, body: bytes) -> None:
         if body.strip():
             try:
                 decode(body)
             except ParseError as exc:
+                self.status = 400
                 self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
-                return 400
+                return
         self._send(200, _JSON, self.server.tools_body)
-        return 200
 
-    async def _answer_stream(self, body: bytes) -> tuple[int, str | None]:
+    async def _answer_call(self, body: bytes) -> None:
+        if b"text/event-stream" in self._headers.get(b"accept", b""):
+            await self._answer_stream(body)
+            return
+        reply = await self.server.rpc.handle(body)
+        self.tool = reply.tool
+        if reply.body is None:
+            self.status = 202
+            self._send(202, [], b"")
+        elif reply.retry_after is not None:
+            self.status = 503
+            retry = b"%d" % max(1, round(reply.retry_after))
+            self._send(503, [*_JSON, (b"retry-after", retry)], reply.body)
+        else:
+            self._send(200, _JSON, reply.body)
+
+    async def _answer_stream(self, body: bytes) -> None:
         """A ``tools/call`` answered as SSE.  Errors before the tool starts are
         a plain JSON-RPC error; anything that is not a single call is answered
         as plain JSON-RPC."""
-        rpc = self.server.rpc
         try:
             message = decode(body)
         except ParseError as exc:
             self._send(200, _JSON, JsonRpc.error_bytes(None, exc))
-            return 200, None
-        if not (isinstance(message, dict) and message.get("method") == "tools/call"):
-            reply = await rpc.handle(body)
-            self._send(202, [], b"") if reply.body is None else self._send(200, _JSON, reply.body)
-            return (202 if reply.body is None else 200), reply.tool
+            return
+        if not (
+            isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message
+        ):
+            # Batches, other methods and notifications: plain JSON-RPC (202 for none).
+            reply = await self.server.rpc.handle(body)
+            self.tool = reply.tool
+            if reply.body is None:
+                self.status = 202
+                self._send(202, [], b"")
+            else:
+                self._send(200, _JSON, reply.body)
+            return
         request_id: Any = message.get("id")
         try:
             request_id, _, params = check_request(message)
             name, arguments = tool_call_params(params)
+            self.tool = name
             stream = self.server.dispatcher.stream(name, arguments)
-        except (InvalidRequest, InvalidParams, MCPLiteError) as exc:
+        except MCPLiteError as exc:
             rid = request_id if isinstance(request_id, str | int | float) else None
-            status = 503 if isinstance(exc, Overloaded) else 200
-            self._send(status, _JSON, JsonRpc.error_bytes(rid, exc))
-            return status, None
+            headers = _JSON
+            self.status = 200
+            if isinstance(exc, Overloaded):
+                self.status = 503
+                headers = [*_JSON, (b"retry-after", b"%d" % max(1, round(exc.retry_after)))]
+            self._send(self.status, headers, JsonRpc.error_bytes(rid, exc))
+            return
         try:
             await self._pump(stream)
         finally:
             await stream.aclose()
-        return 200, name
 
     async def _pump(self, stream: ToolStream) -> None:
         conn = self.conn
         self._write(conn.send(h11.Response(status_code=200, headers=sse.HEADERS, reason=b"OK")))
         heartbeat = self.config.heartbeat
-        closing = self.server.streams_closing
-        closing_wait = self.loop.create_task(closing.wait())
+        closing_wait = self.loop.create_task(self.server.streams_closing.wait())
+        next_item: asyncio.Task[Partial | Result | None] | None = None
         try:
             while True:
                 next_item = self.loop.create_task(stream.next())
@@ -441,17 +497,15 @@ class HttpConnection(asyncio.Protocol):
                         timeout=heartbeat,
                         return_when=asyncio.FIRST_COMPLETED,
                     )
-                    if next_item in done or closing_wait in done:
+                    if done:
                         break
                     await self._write_event(sse.frame("heartbeat", "{}"))
                 if next_item not in done:
-                    next_item.cancel()
-                    await self._write_event(
-                        sse.frame_json(
-                            "error",
-                            {"code": Overloaded.jsonrpc_code, "message": "Server is shutting down"},
-                        )
-                    )
+                    shutting_down = {
+                        "code": Overloaded.jsonrpc_code,
+                        "message": "Server is shutting down",
+                    }
+                    await self._write_event(sse.frame_json("error", shutting_down))
                     break
                 try:
                     item = next_item.result()
@@ -460,14 +514,27 @@ class HttpConnection(asyncio.Protocol):
                 except MCPLiteError as exc:
                     await self._write_event(sse.frame_json("error", exc.to_jsonrpc()))
                     break
-                if isinstance(item, Partial):
-                    await self._write_event(sse.frame_json("message", {"partial": item.value}))
-                    continue
                 assert item is not None
-                await self._write_event(sse.frame_json("done", item.to_json()))
-                break
+                is_part = isinstance(item, Partial)
+                try:
+                    if isinstance(item, Partial):
+                        frame = sse.frame_json("message", {"partial": item.value})
+                    else:
+                        frame = sse.frame_json("done", item.to_json())
+                except (TypeError, ValueError) as exc:
+                    error = self.server.dispatcher.internal_error(stream.tool.name, exc)
+                    error.message = (
+                        f"The tool's {'part' if is_part else 'result'} is not valid JSON: {exc}"
+                    )
+                    frame = sse.frame_json("error", error.to_jsonrpc())
+                    is_part = False
+                await self._write_event(frame)
+                if not is_part:
+                    break
         finally:
             closing_wait.cancel()
+            if next_item is not None and not next_item.done():
+                next_item.cancel()  # the client left or we are closing: leave no task behind
         self._write(conn.send(h11.EndOfMessage()))
 
     async def _write_event(self, frame: bytes) -> None:
