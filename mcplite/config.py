@@ -40,7 +40,7 @@ class Config:
     # proxies and agent frameworks, and short enough that an agent is not left
     # hanging; per tool it can be 0 (always a promise) or math.inf (never).
     promise_after: float = 5.0
-    promise_ttl: float = 600.0  # a token and its stored result live this long
+    promise_ttl: float = 600.0  # a token and its stored result live this long (finite: spec 3.5)
     max_promises: int = 10_000  # more pending: -32000 / RESOURCE_EXHAUSTED, retryable
     max_redeem_wait: float = 30.0  # upper bound of redeem's long-poll `wait`
     secret: bytes | None = None  # None: MCPLITE_SECRET, else random per process
@@ -63,7 +63,7 @@ class Config:
             elif (
                 isinstance(value, int | float)
                 and not isinstance(value, bool)
-                and (not value > 0 or (math.isinf(value) and f.name != "promise_ttl"))
+                and (not value > 0 or math.isinf(value))
             ):
                 raise ValueError(f"{f.name} must be a positive number, got {value!r}")
         if not self.base_path.startswith("/"):

@@ -93,7 +93,7 @@ class Dispatcher:
     ) -> None:
         self.config = config = config or Config()
         self.sealer = TokenSealer(_server_secret(config), config.previous_secrets)
-        self.promises: PromiseStore = promises or PromiseTable(
+        self.promises: PromiseStore = promises if promises is not None else PromiseTable(
             self.sealer,
             ttl=config.promise_ttl,
             max_entries=config.max_promises,
@@ -187,7 +187,8 @@ class Dispatcher:
         task = start_task(self._complete(tool, args, started, t0))
         promised = False
         try:
-            if await _wait_done(task, deadline):
+            # ALWAYS (0) means a promise even for a tool that is already done.
+            if deadline > 0 and await _wait_done(task, deadline):
                 return task.result()
             try:
                 entry = self.promises.put(tool.name, task, progress)
@@ -219,8 +220,13 @@ class Dispatcher:
                 value = await self._drain(tool, args)
         except Failure as failure:
             value = failure
-        except (MCPLiteError, asyncio.CancelledError):
+        except MCPLiteError:
             raise
+        except asyncio.CancelledError as exc:
+            if _being_cancelled():
+                raise
+            # A tool that raises CancelledError of its own accord has a bug.
+            raise self.internal_error(tool.name, exc) from None
         except Exception as exc:
             raise self.internal_error(tool.name, exc) from None
         if isinstance(value, Result):
@@ -316,10 +322,11 @@ class Dispatcher:
     async def _redeem(self, promise: str, wait: float = 0, **_: Any) -> Result:
         started, t0 = time.time(), time.perf_counter()
         entry = self.promises.get(promise)
-        if not await self.promises.wait(entry, wait):
+        # A cancelled entry says so at once, even before its task has unwound.
+        if not entry.cancelled and not await self.promises.wait(entry, wait):
             return self.promise_result(entry, started, t0)
         task = entry.task
-        if task.cancelled():
+        if entry.cancelled or task.cancelled():
             elapsed = (time.perf_counter() - t0) * 1000
             return to_result(
                 Failure("the operation was cancelled", reason="cancelled"), started, elapsed
@@ -406,6 +413,10 @@ class ToolStream:
             item = to_result(failure, started, (time.perf_counter() - t0) * 1000)
         except MCPLiteError as exc:
             item = _StreamError(exc)
+        except asyncio.CancelledError as exc:
+            if _being_cancelled():
+                raise
+            item = _StreamError(self._dispatcher.internal_error(tool.name, exc))
         except Exception as exc:
             item = _StreamError(self._dispatcher.internal_error(tool.name, exc))
         await self._queue.put(item)
@@ -450,6 +461,12 @@ class ToolStream:
 
 
 T = TypeVar("T")
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to cancel (vs. a stray CancelledError)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 if sys.version_info >= (3, 12):
 

@@ -60,12 +60,13 @@ def iso_timestamp(epoch: float) -> str:
     The date part is formatted once per second: this runs on every call.
     """
     global _second_cache
-    second = int(epoch)
+    # Round to the microsecond first, as datetime does: 0.123 is 0.12299999...
+    second, micros = divmod(round(epoch * 1_000_000), 1_000_000)
     cached_second, prefix = _second_cache
     if second != cached_second:
         prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _second_cache = (second, prefix)
-    return f"{prefix}.{int((epoch - second) * 1000):03d}Z"
+    return f"{prefix}.{micros // 1000:03d}Z"
 
 
 @dataclass(slots=True)

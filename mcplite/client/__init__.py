@@ -1,0 +1,487 @@
+"""A client for MCP-lite servers: one interface over HTTP and gRPC.
+
+The URL picks the transport::
+
+    from mcplite.client import Client
+
+    async with Client("http://127.0.0.1:8080/mcp-lite/v1") as client:  # or "grpc://127.0.0.1:50051"
+        tools = await client.list_tools()
+        response = await client.call("search_documents", {"query": "MCP", "limit": 3})
+        print(response.response_type, response.content)
+        async for item in client.stream("generate_report", {"topic": "Q3"}):
+            ...  # Partial(value) for each part, then the final Response
+
+- An ``http://`` URL without a path means the default base path ``/mcp-lite/v1``.
+- :meth:`BaseClient.call` redeems promises by itself (long-polling ``redeem``) until
+  the outcome or its ``timeout``; ``wait=False`` hands back the promise.
+- Protocol errors raise :class:`RPCError` subclasses that keep the JSON-RPC
+  ``code``, ``message`` and ``data``; gRPC statuses are mapped to the same classes
+  (and the same codes).  Business outcomes (failure, elicitation, ...) are
+  :class:`Response` objects, never exceptions.
+- :class:`TransportError` means the server could not be reached or talked to.
+
+:class:`mcplite.client.sync.SyncClient` wraps this for scripts;
+:class:`mcplite.testing.InMemoryClient` is the same interface over a
+:class:`~mcplite.Dispatcher`, without sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Protocol
+
+from ..envelope import Partial
+
+__all__ = [
+    "MAX_REDEEM_WAIT",
+    "BaseClient",
+    "Client",
+    "ClientError",
+    "InternalServerError",
+    "InvalidArgumentsError",
+    "InvalidTokenError",
+    "OverloadedError",
+    "Partial",
+    "PromiseTimeout",
+    "RPCError",
+    "RequestTimeout",
+    "Response",
+    "ToolInfo",
+    "ToolNotFoundError",
+    "Transport",
+    "TransportError",
+    "rpc_error",
+]
+
+#: Longest ``wait`` of one ``redeem`` long poll, in seconds (the server's bound).
+MAX_REDEEM_WAIT = 30.0
+#: Base path of an ``http://`` URL given without one.
+DEFAULT_BASE_PATH = "/mcp-lite/v1"
+DEFAULT_GRPC_PORT = 50051
+
+
+# --- what a call gives back -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInfo:
+    """One tool of :meth:`BaseClient.list_tools`."""
+
+    name: str
+    type: str | None
+    description: str
+    input_schema: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_definition(cls, definition: Mapping[str, Any]) -> ToolInfo:
+        """From a discovery entry: ``{"name", "@type"?, "description", "inputSchema"}``."""
+        kind = definition.get("@type") or definition.get("type")
+        schema = definition.get("inputSchema")
+        return cls(
+            name=str(definition.get("name", "")),
+            type=str(kind) if kind else None,
+            description=str(definition.get("description") or ""),
+            input_schema=dict(schema) if isinstance(schema, Mapping) else {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The result of a call, whatever its ``response_type``.
+
+    ``raw`` is the whole result object as the HTTP binding sends it (``content``,
+    ``isError``, ``failure``, ``elicitation``, ``resources``, ... and ``_meta``);
+    over gRPC it is rebuilt in the same shape, timestamps as ISO 8601.
+    """
+
+    response_type: str
+    content: list[Any]
+    meta: dict[str, Any]
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> Response:
+        meta = result.get("_meta")
+        meta = dict(meta) if isinstance(meta, Mapping) else {}
+        content = result.get("content")
+        return cls(
+            response_type=str(meta.get("response_type", "answer")),
+            content=list(content) if isinstance(content, list) else [],
+            meta=meta,
+            raw=dict(result),
+        )
+
+    @property
+    def is_error(self) -> bool:
+        """True for a ``failure`` (the result's ``isError``)."""
+        return self.response_type == "failure" or self.raw.get("isError") is True
+
+    @property
+    def promise_token(self) -> str | None:
+        """The token of a ``promise`` response (None for any other type)."""
+        token = self.meta.get("promise_token")
+        return token if isinstance(token, str) and token else None
+
+    @property
+    def text(self) -> str:
+        """The text items of ``content``, joined by newlines."""
+        return "\n".join(
+            item["text"]
+            for item in self.content
+            if isinstance(item, Mapping)
+            and item.get("type") == "text"
+            and isinstance(item.get("text"), str)
+        )
+
+
+# --- errors ---------------------------------------------------------------------
+
+
+class ClientError(Exception):
+    """Base of every error the client raises."""
+
+
+class TransportError(ClientError):
+    """The server could not be reached or talked to: connection refused or broken,
+    an HTTP status without a JSON-RPC body, a malformed reply."""
+
+
+class RequestTimeout(TransportError, TimeoutError):
+    """One request got no (complete) answer within its timeout."""
+
+
+class PromiseTimeout(ClientError, TimeoutError):
+    """A promise did not reach its outcome within the call's ``timeout``.
+
+    ``token`` redeems it later (until it expires).
+    """
+
+    def __init__(self, message: str, token: str) -> None:
+        super().__init__(message)
+        self.token = token
+
+
+class RPCError(ClientError):
+    """A protocol error answered by the server, with its JSON-RPC ``code``,
+    ``message`` and ``data``.  Over gRPC, ``code`` is the equivalent JSON-RPC code
+    and ``grpc_status`` the status number received."""
+
+    def __init__(
+        self, code: int, message: str, data: Any = None, *, grpc_status: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.grpc_status = grpc_status
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code!r}, {self.message!r}, {self.data!r})"
+
+    def _data(self, key: str) -> Any:
+        return self.data.get(key) if isinstance(self.data, Mapping) else None
+
+
+class ToolNotFoundError(RPCError):
+    """No tool by that name (-32601, gRPC NOT_FOUND)."""
+
+    @property
+    def requested_tool(self) -> str | None:
+        value = self._data("requested_tool")
+        return value if isinstance(value, str) else None
+
+    @property
+    def available_tools(self) -> list[str]:
+        value = self._data("available_tools")
+        return [str(v) for v in value] if isinstance(value, list) else []
+
+    @property
+    def suggestion(self) -> str | None:
+        """The server's hint, e.g. ``"Did you mean 'echo'?"``, when a name is close."""
+        value = self._data("suggestion")
+        return value if isinstance(value, str) else None
+
+
+class InvalidArgumentsError(RPCError):
+    """The arguments do not match the tool's schema (-32602, gRPC INVALID_ARGUMENT)."""
+
+    @property
+    def errors(self) -> list[dict[str, str]]:
+        """Each offending field: ``{"field": "limit", "message": "..."}``."""
+        value = self._data("errors")
+        if not isinstance(value, list):
+            return []
+        return [
+            {"field": str(e.get("field", "")), "message": str(e.get("message", ""))}
+            for e in value
+            if isinstance(e, Mapping)
+        ]
+
+
+class InvalidTokenError(RPCError):
+    """A promise token that is invalid, expired or unknown to the server."""
+
+    @property
+    def reason(self) -> str | None:
+        """``"invalid"``, ``"expired"`` or ``"unknown"``."""
+        value = self._data("reason")
+        return value if isinstance(value, str) else None
+
+
+class OverloadedError(RPCError):
+    """The server is at a limit (-32000, HTTP 503, gRPC RESOURCE_EXHAUSTED); retryable."""
+
+    @property
+    def retry_after(self) -> float | None:
+        value = self._data("retry_after")
+        return float(value) if isinstance(value, int | float) else None
+
+
+class InternalServerError(RPCError):
+    """The tool raised (-32603, gRPC INTERNAL); ``error_id`` finds it in the server log."""
+
+    @property
+    def error_id(self) -> str | None:
+        value = self._data("error_id")
+        return value if isinstance(value, str) else None
+
+
+_TOKEN_REASONS = frozenset({"invalid", "expired", "unknown"})
+
+
+def rpc_error(
+    code: int, message: str, data: Any = None, *, grpc_status: int | None = None
+) -> RPCError:
+    """The :class:`RPCError` subclass for a JSON-RPC error."""
+    cls: type[RPCError] = RPCError
+    if code == -32601 and isinstance(data, Mapping) and "requested_tool" in data:
+        cls = ToolNotFoundError
+    elif code == -32602:
+        token_error = isinstance(data, Mapping) and data.get("reason") in _TOKEN_REASONS
+        cls = InvalidTokenError if token_error else InvalidArgumentsError
+    elif code == -32603:
+        cls = InternalServerError
+    elif code == -32000:
+        cls = OverloadedError
+    return cls(code, message, data, grpc_status=grpc_status)
+
+
+def error_from_object(error: Any) -> RPCError:
+    """The :class:`RPCError` for a JSON-RPC ``error`` object ``{code, message, data?}``."""
+    if not isinstance(error, Mapping):
+        return RPCError(-32603, f"malformed error object: {error!r}")
+    code = error.get("code")
+    message = error.get("message")
+    return rpc_error(
+        code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+        message if isinstance(message, str) else "error",
+        error.get("data"),
+    )
+
+
+# --- transports -------------------------------------------------------------------
+
+
+class Transport(Protocol):
+    """What a client needs of a wire.  Results are the HTTP binding's JSON shapes."""
+
+    async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
+        """The discovery entries.  Raises RPCError, TransportError."""
+        ...
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
+    ) -> dict[str, Any]:
+        """One ``tools/call``: the result object (with ``_meta``).
+
+        ``idempotent`` allows a retry after the server closed a reused connection
+        without answering.  Raises RPCError, TransportError.
+        """
+        ...
+
+    def stream(
+        self, name: str, arguments: dict[str, Any], timeout: float
+    ) -> AsyncIterator[Partial | dict[str, Any]]:
+        """A streamed call: :class:`Partial` parts, then the final result object.
+
+        ``timeout`` bounds each wait for the next item.
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+# --- the client -------------------------------------------------------------------
+
+
+class BaseClient:
+    """The client's methods over any :class:`Transport` (see :class:`Client`).
+
+    ``timeout`` (seconds) bounds each request, and is the default total time of
+    :meth:`call` (promise redemption included).
+    """
+
+    def __init__(self, transport: Transport, *, timeout: float = 30.0) -> None:
+        if not timeout > 0:
+            raise ValueError("timeout must be positive")
+        self.transport = transport
+        self.timeout = timeout
+
+    async def __aenter__(self) -> BaseClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the transport's connections."""
+        await self.transport.aclose()
+
+    async def list_tools(self) -> list[ToolInfo]:
+        """Every tool the server offers, system tools (``redeem``, ``cancel``) included.
+
+        Raises :class:`RPCError`, :class:`TransportError`.
+        """
+        definitions = await self.transport.list_tools(self.timeout)
+        return [ToolInfo.from_definition(d) for d in definitions]
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> Response:
+        """Call tool ``name`` and return its outcome.
+
+        With ``wait`` (the default) a promise is redeemed with long polls until its
+        outcome, at most ``timeout`` seconds in all (default: the client's timeout);
+        then :class:`PromiseTimeout` (a ``TimeoutError``) says the token.  With
+        ``wait=False`` a promise is returned as it is.
+
+        Raises :class:`ToolNotFoundError`, :class:`InvalidArgumentsError`,
+        :class:`OverloadedError`, :class:`InternalServerError` (and other
+        :class:`RPCError`), :class:`TransportError`, :class:`PromiseTimeout`.
+        """
+        total = self.timeout if timeout is None else timeout
+        if not total > 0:
+            raise ValueError("timeout must be positive")
+        loop = asyncio.get_running_loop()
+        end = loop.time() + total
+        response = Response.from_result(
+            await self.transport.call(name, dict(arguments or {}), total)
+        )
+        if not wait:
+            return response
+        while response.response_type == "promise":
+            token = response.promise_token
+            if token is None:
+                raise TransportError("the server answered a promise without a promise_token")
+            remaining = end - loop.time()
+            if remaining <= 0:
+                raise PromiseTimeout(
+                    f"no outcome of '{name}' within {total:g} s; "
+                    f"redeem promise {token} later to get it",
+                    token,
+                )
+            response = await self.redeem(token, wait=min(MAX_REDEEM_WAIT, remaining))
+        return response
+
+    async def redeem(self, token: str, wait: float = 0) -> Response:
+        """Redeem a promise: its outcome, or the promise again (with progress) while
+        it runs.  ``wait`` (up to 30 s) long-polls for the outcome.
+
+        Raises :class:`InvalidTokenError` for a bad, expired or unknown token.
+        """
+        arguments: dict[str, Any] = {"promise": token}
+        if wait:
+            arguments["wait"] = wait
+        raw = await self.transport.call("redeem", arguments, wait + self.timeout, idempotent=True)
+        return Response.from_result(raw)
+
+    async def cancel(self, token: str) -> Response:
+        """Cancel the operation behind a promise; the answer's text is ``cancelled``
+        or ``already finished``.  Raises :class:`InvalidTokenError`."""
+        raw = await self.transport.call("cancel", {"promise": token}, self.timeout, idempotent=True)
+        return Response.from_result(raw)
+
+    async def stream(
+        self, name: str, arguments: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[Partial | Response]:
+        """A streamed call: yields :class:`Partial` for each part as it arrives, then
+        the final :class:`Response` (the aggregate of the parts, or the tool's outcome).
+
+        Errors found before the tool starts raise on the first iteration; a tool
+        that fails mid-stream raises :class:`InternalServerError` there.  Leaving
+        the loop early stops the tool.  The client's timeout bounds each wait for
+        the next item (HTTP servers send heartbeats while a tool is quiet).
+        """
+        items = self.transport.stream(name, dict(arguments or {}), self.timeout)
+        try:
+            async for item in items:
+                if isinstance(item, Partial):
+                    yield item
+                else:
+                    yield Response.from_result(item)
+        finally:
+            aclose = getattr(items, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class Client(BaseClient):
+    """A client for the server at ``url``: ``http://HOST:PORT/BASE`` (HTTP/1.1,
+    keep-alive connection pool of at most ``pool_size`` idle connections) or
+    ``grpc://HOST:PORT``.  Use it as an async context manager, or call
+    :meth:`aclose`.  Raises ValueError for an unsupported URL.
+    """
+
+    def __init__(self, url: str, *, timeout: float = 30.0, pool_size: int = 8) -> None:
+        self.url = url
+        super().__init__(_transport_for(url, pool_size), timeout=timeout)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+
+def _transport_for(url: str, pool_size: int) -> Transport:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"bad port in URL {url!r}") from None
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"no host in URL {url!r}")
+    if scheme in ("http", "https"):
+        from ._http import HttpTransport
+
+        base = parts.path if parts.path else DEFAULT_BASE_PATH
+        return HttpTransport(
+            host,
+            port or (443 if scheme == "https" else 80),
+            base.rstrip("/"),
+            tls=scheme == "https",
+            pool_size=pool_size,
+        )
+    if scheme == "grpc":
+        from ._grpc import GrpcTransport
+
+        if parts.path not in ("", "/"):
+            raise ValueError(f"a grpc:// URL has no path: {url!r}")
+        return GrpcTransport(host, port or DEFAULT_GRPC_PORT)
+    raise ValueError(f"unsupported URL {url!r}: use http://HOST:PORT/BASE or grpc://HOST:PORT")

@@ -1,0 +1,225 @@
+"""The gRPC transport: ``grpclib.client.Channel`` carrying bytes our codec writes.
+
+grpclib frames messages and calls a codec to turn them into bytes; ours
+(:class:`BytesCodec`) passes bytes through, and :mod:`mcplite.grpc.codec` reads and
+writes the protobuf messages.  Results are rebuilt in the HTTP binding's shape:
+``ResponseMeta`` becomes ``_meta`` (epoch milliseconds as ISO 8601, ``extra``
+merged in).
+
+Errors: the status maps to the same :class:`~mcplite.client.RPCError` classes as
+the HTTP binding's JSON-RPC codes, with ``data`` from the trailing metadata
+``mcplite-error-data`` (JSON).  UNAVAILABLE, CANCELLED and connection failures are
+:class:`~mcplite.client.TransportError`; DEADLINE_EXCEEDED is
+:class:`~mcplite.client.RequestTimeout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from grpclib.client import Channel, Stream
+from grpclib.const import Cardinality, Status
+from grpclib.encoding.base import CodecBase
+from grpclib.exceptions import GRPCError, StreamTerminatedError
+
+from ..envelope import ResponseType, iso_timestamp
+from ..grpc.codec import (
+    CodecError,
+    ResponseMeta,
+    ResponseTypeCode,
+    decode_tool_response,
+    decode_tools_list,
+    encode_tool_request,
+)
+from ..grpc.service import ERROR_DATA_KEY
+from . import Partial, RequestTimeout, TransportError, rpc_error
+
+__all__ = ["BytesCodec", "GrpcTransport", "grpc_error", "result_of"]
+
+_SERVICE = "/mcplite.MCPLite/"
+
+_TYPE_NAMES: dict[int, str] = {
+    ResponseTypeCode.ANSWER: ResponseType.ANSWER.value,
+    ResponseTypeCode.PROMISE: ResponseType.PROMISE.value,
+    ResponseTypeCode.ELICITATION: ResponseType.ELICITATION.value,
+    ResponseTypeCode.FAILURE: ResponseType.FAILURE.value,
+    ResponseTypeCode.REQUEST_FOR_MORE_RESOURCE: ResponseType.MORE_RESOURCES.value,
+}
+
+# gRPC status -> the JSON-RPC code of the same error (mcplite/errors.py in reverse).
+_JSONRPC_CODES: dict[Status, int] = {
+    Status.NOT_FOUND: -32601,
+    Status.INVALID_ARGUMENT: -32602,
+    Status.RESOURCE_EXHAUSTED: -32000,
+    Status.INTERNAL: -32603,
+    Status.UNIMPLEMENTED: -32601,
+}
+
+
+# What grpclib and the sockets under it raise for the server's answers and for
+# broken connections (TimeoutError is an OSError); grpclib's ProtocolError would
+# be a bug of ours and is left alone.
+_GRPCLIB_ERRORS = (GRPCError, StreamTerminatedError, OSError, CodecError)
+
+
+class BytesCodec(CodecBase):
+    """A grpclib codec whose messages are already serialized bytes."""
+
+    __content_subtype__ = "proto"
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        if not isinstance(message, bytes):
+            raise TypeError(f"expected bytes, not {type(message).__name__}")
+        return message
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        return bytes(data)
+
+
+def result_of(result: dict[str, Any], meta: ResponseMeta) -> dict[str, Any]:
+    """A ``ToolResponse`` as the HTTP binding's result object (``_meta`` included)."""
+    out: dict[str, Any] = {
+        "response_type": _TYPE_NAMES.get(meta.response_type, str(meta.response_type)),
+    }
+    if meta.timestamp:
+        out["timestamp"] = iso_timestamp(meta.timestamp / 1000)
+    out["processing_time_ms"] = meta.processing_time_ms
+    if meta.server_version:
+        out["server_version"] = meta.server_version
+    if meta.promise_token:
+        out["promise_token"] = meta.promise_token
+    if meta.expires_at:
+        out["expires_at"] = iso_timestamp(meta.expires_at / 1000)
+    if meta.extra:
+        out.update(meta.extra)
+    return {**result, "_meta": out}
+
+
+def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception:
+    """The client exception for a non-OK status (``trailing_metadata``: a mapping or None)."""
+    status = err.status
+    message = err.message or status.name
+    if status in (Status.UNAVAILABLE, Status.CANCELLED):
+        return TransportError(f"{origin}: {status.name}: {message}")
+    if status is Status.DEADLINE_EXCEEDED:
+        return RequestTimeout(f"{origin}: {status.name}: {message}")
+    data: Any = None
+    raw = trailing_metadata.get(ERROR_DATA_KEY) if trailing_metadata is not None else None
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if isinstance(raw, str):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+    code = _JSONRPC_CODES.get(status, -32603)
+    if status is Status.NOT_FOUND and isinstance(data, dict) and "reason" in data:
+        code = -32602  # an unknown promise, not an unknown tool
+    if status is Status.NOT_FOUND and isinstance(data, dict) and "requested_tool" in data:
+        message = "Tool not found"  # as on HTTP; the service says "Tool not found: NAME"
+    return rpc_error(code, message, data, grpc_status=status.value)
+
+
+class GrpcTransport:
+    """The MCP-lite gRPC binding from the client side (one HTTP/2 connection)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        authority = f"[{host}]" if ":" in host else host
+        self.origin = f"grpc://{authority}:{port}"
+        self._channel: Channel | None = None
+
+    def _chan(self) -> Channel:
+        # Made on first use: grpclib binds the channel to the running loop.
+        if self._channel is None:
+            self._channel = Channel(self.host, self.port, codec=BytesCodec())
+        return self._channel
+
+    async def aclose(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def _failure(self, exc: BaseException, stream: Stream[bytes, bytes] | None) -> Exception:
+        """The client exception for what grpclib raised."""
+        if isinstance(exc, GRPCError):
+            metadata = stream.trailing_metadata if stream is not None else None
+            return grpc_error(exc, metadata, self.origin)
+        if isinstance(exc, TimeoutError):
+            return RequestTimeout(f"no answer from {self.origin} in time")
+        if isinstance(exc, ConnectionRefusedError):
+            return TransportError(f"cannot connect to {self.origin}: Connection refused")
+        if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+            reason = exc.strerror or str(exc)
+            return TransportError(f"cannot connect to {self.origin}: {reason}")
+        if isinstance(exc, CodecError):
+            return TransportError(f"{self.origin} sent a malformed message: {exc}")
+        return TransportError(f"connection to {self.origin} broken: {exc or type(exc).__name__}")
+
+    async def _unary(self, method: str, payload: bytes, timeout: float) -> bytes:
+        stream: Stream[bytes, bytes] | None = None
+        try:
+            stream = self._chan().request(
+                _SERVICE + method, Cardinality.UNARY_UNARY, bytes, bytes, timeout=timeout
+            )
+            async with stream:
+                await stream.send_message(payload, end=True)
+                reply = await stream.recv_message()
+        except _GRPCLIB_ERRORS as exc:
+            raise self._failure(exc, stream) from None
+        if reply is None:
+            raise TransportError(f"{self.origin} answered {method} without a message")
+        return reply
+
+    async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
+        data = await self._unary("GetTools", b"", timeout)
+        try:
+            return decode_tools_list(data)
+        except CodecError as exc:
+            raise self._failure(exc, None) from None
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
+    ) -> dict[str, Any]:
+        # HTTP/2 needs no stale-connection retry: grpclib reconnects a lost channel.
+        data = await self._unary("CallTool", encode_tool_request(name, arguments), timeout)
+        try:
+            result, meta = decode_tool_response(data)
+        except CodecError as exc:
+            raise self._failure(exc, None) from None
+        if meta is None:
+            raise TransportError(f"{self.origin} answered CallTool without meta")
+        return result_of(result, meta)
+
+    async def stream(
+        self, name: str, arguments: dict[str, Any], timeout: float
+    ) -> AsyncIterator[Partial | dict[str, Any]]:
+        payload = encode_tool_request(name, arguments)
+        stream: Stream[bytes, bytes] | None = None
+        final: dict[str, Any] | None = None
+        try:
+            stream = self._chan().request(
+                _SERVICE + "CallToolStream", Cardinality.UNARY_STREAM, bytes, bytes
+            )
+            async with stream:
+                async with asyncio.timeout(timeout):
+                    await stream.send_message(payload, end=True)
+                while True:
+                    async with asyncio.timeout(timeout):
+                        data = await stream.recv_message()
+                    if data is None:
+                        break
+                    result, meta = decode_tool_response(data)
+                    if meta is None or (meta.extra or {}).get("partial") is True:
+                        yield Partial(result.get("partial"))
+                    else:
+                        final = result_of(result, meta)
+        except _GRPCLIB_ERRORS as exc:
+            raise self._failure(exc, stream) from None
+        if final is None:
+            raise TransportError("the stream ended without its final result")
+        yield final

@@ -1,0 +1,447 @@
+"""The HTTP/1.1 transport: h11 over asyncio streams, with a keep-alive pool.
+
+Pool.  A finished exchange puts its connection back on an idle stack (at most
+``pool_size``; more are closed).  The most recently used idle connection is taken
+first; one that the server closed (EOF seen), that went unused for
+``idle_timeout`` (shorter than the server's 15 s keep-alive), or that h11 says
+cannot carry another request is dropped instead.
+
+Retry.  A request is sent again, once, on a new connection only when it cannot
+have reached the tool: its bytes could not be written to a reused connection; or,
+for idempotent requests (discovery, ``redeem``, ``cancel``), a reused connection
+was closed before any byte of the answer (the server closed it as idle while the
+request was on its way).  A ``tools/call`` is never resent after it was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import re
+import ssl
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import h11
+
+from .. import __version__
+from . import (
+    Partial,
+    RequestTimeout,
+    TransportError,
+    error_from_object,
+)
+
+__all__ = ["HttpTransport", "SseParser"]
+
+_USER_AGENT = f"mcplite-client/{__version__}"
+_READ_SIZE = 64 * 1024
+
+
+class _NoResponse(Exception):
+    """The connection ended before any byte of the response."""
+
+
+class _Connection:
+    """One HTTP/1.1 connection and its h11 state machine."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.idle_since = time.monotonic()
+        self.got_bytes = False
+
+    def usable(self, idle_timeout: float) -> bool:
+        return (
+            not self.writer.is_closing()
+            and not self.reader.at_eof()
+            and self.h11.our_state is h11.IDLE
+            and time.monotonic() - self.idle_since < idle_timeout
+        )
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def next_event(self) -> Any:
+        conn = self.h11
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise TransportError(f"malformed HTTP response: {exc}") from None
+            if event is not h11.NEED_DATA:
+                if isinstance(event, h11.ConnectionClosed):
+                    raise self._closed()
+                return event
+            try:
+                data = await self.reader.read(_READ_SIZE)
+            except (ConnectionError, OSError) as exc:
+                if not self.got_bytes:
+                    raise _NoResponse from exc
+                raise TransportError(f"connection broken: {exc}") from None
+            if not data and not self.got_bytes:
+                raise _NoResponse
+            self.got_bytes = self.got_bytes or bool(data)
+            conn.receive_data(data)
+
+    def _closed(self) -> Exception:
+        if not self.got_bytes:
+            return _NoResponse()
+        return TransportError("the server closed the connection in the middle of a response")
+
+    def finish(self) -> bool:
+        """After a whole exchange: ready the next one; False if this one must close."""
+        conn = self.h11
+        if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+            conn.start_next_cycle()
+            self.got_bytes = False
+            self.idle_since = time.monotonic()
+            return True
+        return False
+
+    def close(self) -> None:
+        if not self.writer.is_closing():
+            self.writer.close()
+
+
+class HttpTransport:
+    """The MCP-lite HTTP binding from the client side (see the module doc)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        base_path: str,
+        *,
+        tls: bool = False,
+        pool_size: int = 8,
+        idle_timeout: float = 10.0,
+    ) -> None:
+        if pool_size < 0:
+            raise ValueError("pool_size must not be negative")
+        self.host = host
+        self.port = port
+        self.base_path = base_path
+        self.tls = tls
+        self.pool_size = pool_size
+        self.idle_timeout = idle_timeout
+        authority = f"[{host}]" if ":" in host else host
+        self.origin = f"{'https' if tls else 'http'}://{authority}:{port}"
+        default_port = 443 if tls else 80
+        self._host_header = authority if port == default_port else f"{authority}:{port}"
+        self._idle: list[_Connection] = []
+        self._busy: set[_Connection] = set()
+        self._ids = itertools.count(1)
+        self._closed = False
+        #: Connections opened so far (for tests and the curious).
+        self.connections_opened = 0
+
+    @property
+    def idle_connections(self) -> int:
+        return len(self._idle)
+
+    # --- the pool ---------------------------------------------------------------------
+
+    async def _connect(self) -> _Connection:
+        context = ssl.create_default_context() if self.tls else None
+        try:
+            reader, writer = await asyncio.open_connection(
+                self.host, self.port, ssl=context, limit=_READ_SIZE
+            )
+        except OSError as exc:  # ssl.SSLError included
+            raise TransportError(f"cannot connect to {self.origin}: {_reason(exc)}") from None
+        self.connections_opened += 1
+        return _Connection(reader, writer)
+
+    async def _acquire(self, fresh: bool) -> tuple[_Connection, bool]:
+        """A connection and whether it was reused from the pool."""
+        if self._closed:
+            raise TransportError("the client is closed")
+        while self._idle and not fresh:
+            conn = self._idle.pop()
+            if conn.usable(self.idle_timeout):
+                self._busy.add(conn)
+                return conn, True
+            conn.close()
+        conn = await self._connect()
+        self._busy.add(conn)
+        return conn, False
+
+    def _release(self, conn: _Connection) -> None:
+        self._busy.discard(conn)
+        if conn.finish() and not self._closed and len(self._idle) < self.pool_size:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def _discard(self, conn: _Connection) -> None:
+        self._busy.discard(conn)
+        conn.close()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        conns = [*self._idle, *self._busy]
+        self._idle.clear()
+        self._busy.clear()
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            with contextlib.suppress(OSError, TimeoutError):
+                await asyncio.wait_for(conn.writer.wait_closed(), 1.0)
+
+    # --- one exchange -----------------------------------------------------------------
+
+    def _request_bytes(self, conn: _Connection, path: str, body: bytes, accept: str) -> bytes:
+        headers = [
+            ("Host", self._host_header),
+            ("User-Agent", _USER_AGENT),
+            ("Content-Type", "application/json"),
+            ("Accept", accept),
+            ("Content-Length", str(len(body))),
+        ]
+        out = conn.h11.send(h11.Request(method="POST", target=path, headers=headers))
+        out = (out or b"") + (conn.h11.send(h11.Data(data=body)) or b"")
+        return out + (conn.h11.send(h11.EndOfMessage()) or b"")
+
+    async def _start(
+        self, path: str, body: bytes, accept: str, idempotent: bool
+    ) -> tuple[_Connection, h11.Response]:
+        """Send a request and read the response head (retrying once, see module doc)."""
+        for attempt in (1, 2):
+            conn, reused = await self._acquire(fresh=attempt == 2)
+            try:
+                try:
+                    await conn.send(self._request_bytes(conn, path, body, accept))
+                except (ConnectionError, OSError) as exc:
+                    if reused and attempt == 1:
+                        self._discard(conn)
+                        continue  # nothing was written: safe to send again
+                    raise TransportError(f"connection to {self.origin} broken: {exc}") from None
+                try:
+                    while True:
+                        event = await conn.next_event()
+                        if isinstance(event, h11.Response):
+                            return conn, event
+                        # InformationalResponse (100 Continue): the final one follows.
+                except _NoResponse:
+                    if reused and idempotent and attempt == 1:
+                        self._discard(conn)
+                        continue
+                    raise TransportError(
+                        f"{self.origin} closed the connection without answering"
+                    ) from None
+            except BaseException:
+                self._discard(conn)
+                raise
+        raise AssertionError("unreachable")
+
+    async def _read_body(self, conn: _Connection) -> bytes:
+        chunks = []
+        while True:
+            event = await conn.next_event()
+            if isinstance(event, h11.Data):
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return b"".join(chunks)
+
+    async def _post(
+        self, path: str, body: bytes, timeout: float, idempotent: bool
+    ) -> tuple[int, bytes]:
+        conn: _Connection | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                conn, head = await self._start(path, body, "application/json", idempotent)
+                data = await self._read_body(conn)
+        except TimeoutError:
+            if conn is not None:
+                self._discard(conn)
+            raise RequestTimeout(
+                f"no answer from {self.origin}{path} within {timeout:g} s"
+            ) from None
+        except BaseException:
+            if conn is not None:
+                self._discard(conn)
+            raise
+        assert conn is not None
+        self._release(conn)
+        return head.status_code, data
+
+    # --- the binding ------------------------------------------------------------------
+
+    def _reply(self, path: str, status: int, body: bytes) -> dict[str, Any]:
+        """The JSON object answered; a JSON-RPC error raises its RPCError."""
+        try:
+            message = json.loads(body) if body else None
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and isinstance(message.get("error"), dict):
+            raise error_from_object(message["error"])
+        if status != 200 or not isinstance(message, dict):
+            snippet = body[:200].decode("utf-8", "replace").strip()
+            what = f"HTTP {status}" if status != 200 else "a reply that is not a JSON object"
+            raise TransportError(
+                f"{self.origin}{path} answered {what}" + (f": {snippet}" if snippet else "")
+            )
+        return message
+
+    def _rpc_body(self, name: str, arguments: dict[str, Any]) -> bytes:
+        message = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        return json.dumps(
+            message, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode()
+
+    async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
+        path = self.base_path + "/tools"
+        status, body = await self._post(path, b"{}", timeout, idempotent=True)
+        tools = self._reply(path, status, body).get("tools")
+        if not isinstance(tools, list):
+            raise TransportError(f"{self.origin}{path} answered no list of tools")
+        return [t for t in tools if isinstance(t, dict)]
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
+    ) -> dict[str, Any]:
+        path = self.base_path + "/rpc"
+        status, body = await self._post(path, self._rpc_body(name, arguments), timeout, idempotent)
+        result = self._reply(path, status, body).get("result")
+        if not isinstance(result, dict):
+            raise TransportError(f"{self.origin}{path} answered a JSON-RPC reply without a result")
+        return result
+
+    async def stream(
+        self, name: str, arguments: dict[str, Any], timeout: float
+    ) -> AsyncIterator[Partial | dict[str, Any]]:
+        path = self.base_path + "/rpc"
+        body = self._rpc_body(name, arguments)
+        conn: _Connection | None = None
+        final: dict[str, Any] | None = None
+        try:
+            try:
+                async with asyncio.timeout(timeout):
+                    conn, head = await self._start(path, body, "text/event-stream", False)
+                content_type = dict(head.headers).get(b"content-type", b"")
+                if not content_type.startswith(b"text/event-stream"):
+                    # An error before the tool started (or a server that does not stream).
+                    async with asyncio.timeout(timeout):
+                        data = await self._read_body(conn)
+                    result = self._reply(path, head.status_code, data).get("result")
+                    if not isinstance(result, dict):
+                        raise TransportError(f"{self.origin}{path} answered no result")
+                    final = result
+                else:
+                    parser = SseParser()
+                    while True:
+                        async with asyncio.timeout(timeout):
+                            event = await conn.next_event()
+                        if isinstance(event, h11.EndOfMessage):
+                            break
+                        if not isinstance(event, h11.Data):
+                            continue
+                        for kind, payload in parser.feed(bytes(event.data)):
+                            item = _sse_item(kind, payload)
+                            if isinstance(item, Partial):
+                                yield item
+                            elif item is not None:
+                                final = item
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"nothing from {self.origin}{path} for {timeout:g} s during a stream"
+                ) from None
+        except BaseException:
+            if conn is not None:
+                self._discard(conn)
+            raise
+        assert conn is not None
+        self._release(conn)
+        if final is None:
+            raise TransportError("the stream ended without its final result")
+        yield final
+
+
+def _reason(exc: OSError) -> str:
+    # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)": say what it was.
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__
+
+
+def _sse_item(kind: str, payload: str) -> Partial | dict[str, Any] | None:
+    """One SSE event: a Partial, the final result, or None (heartbeat, unknown)."""
+    if kind not in ("message", "done", "error"):
+        return None
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        raise TransportError(f"malformed SSE {kind} event: {payload[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise TransportError(f"malformed SSE {kind} event: {payload[:200]!r}")
+    if kind == "message":
+        return Partial(data.get("partial"))
+    if kind == "error":
+        raise error_from_object(data)
+    return data
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class SseParser:
+    """Server-Sent Events (WHATWG HTML 9.2.6): feed bytes, get ``(event, data)`` pairs.
+
+    Lines end with CRLF, LF or CR; the ``data`` lines of an event are joined with
+    ``\\n``; a blank line dispatches; a line starting with ``:`` is a comment.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, data: bytes) -> list[tuple[str, str]]:
+        self._buffer += data
+        events = []
+        while True:
+            match = _LINE_END.search(self._buffer)
+            if match is None:
+                break
+            if match.group() == b"\r" and match.end() == len(self._buffer):
+                break  # maybe the first half of a CRLF split between reads
+            try:
+                line = self._buffer[: match.start()].decode("utf-8")
+            except UnicodeDecodeError:
+                raise TransportError("SSE stream is not valid UTF-8") from None
+            self._buffer = self._buffer[match.end() :]
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _line(self, line: str) -> tuple[str, str] | None:
+        if not line:
+            event = None
+            if self._data:
+                event = (self._event or "message", "\n".join(self._data))
+            self._event = ""
+            self._data = []
+            return event
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        return None

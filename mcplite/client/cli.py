@@ -1,0 +1,384 @@
+"""``mcplite tools URL`` and ``mcplite call URL NAME [key=value ...]``: a client on
+the command line.
+
+URL is ``http://HOST:PORT/BASE`` (``http://127.0.0.1:8080/mcp-lite/v1``) or
+``grpc://HOST:PORT``.
+
+``call`` takes arguments as ``key=value`` (the value is parsed as JSON where it
+parses, else taken as a string: ``limit=5`` is a number, ``query=MCP`` a string,
+``'query="5"'`` the string 5) and/or ``--json '{...}'`` (``key=value`` win).
+Promises are redeemed until the outcome (``--no-wait`` prints the token instead).
+Output: text items as they are, structured items as indented JSON (``--raw``:
+the whole result as JSON; ``--stream``: each part as it arrives, text as it is,
+others as one JSON line each).  A failure's message goes to stderr.
+
+Exit status:
+
+==  ==========================================================================
+0   an answer (also an elicitation or a request for more resources, explained
+    on stderr; and the token printed by ``--no-wait``)
+1   a failure result (``response_type: failure``)
+2   usage: bad options, a ``key=value`` without ``=``, ``--json`` not an object,
+    a bad URL
+3   the server cannot be reached or talked to (connection refused or broken, an
+    HTTP error without a JSON-RPC body)
+4   unknown tool (the server's suggestion is printed)
+5   invalid arguments (each offending field is printed)
+6   any other protocol error (internal error, overloaded, bad promise token, ...)
+7   timed out: a request, or a promise without an outcome in ``--timeout`` (its
+    token is printed, to redeem later)
+==  ==========================================================================
+
+Errors are printed as ``mcplite: error: ...`` on stderr.
+
+The lead's ``mcplite/cli.py`` wires these in with :func:`register` and :func:`run`;
+``python -m mcplite.client.cli tools URL`` works on its own too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from . import (
+    Client,
+    InvalidArgumentsError,
+    Partial,
+    PromiseTimeout,
+    RequestTimeout,
+    Response,
+    RPCError,
+    ToolInfo,
+    ToolNotFoundError,
+    TransportError,
+)
+
+__all__ = ["COMMANDS", "main", "register", "run"]
+
+#: The subcommands :func:`register` adds.
+COMMANDS = ("tools", "call")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_TRANSPORT = 3
+EXIT_UNKNOWN_TOOL = 4
+EXIT_INVALID_ARGUMENTS = 5
+EXIT_PROTOCOL = 6
+EXIT_TIMEOUT = 7
+
+
+class UsageError(Exception):
+    """A mistake on the command line (exit 2)."""
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``tools`` and ``call`` subcommands to ``mcplite``'s subparsers."""
+    url_help = "http://HOST:PORT/BASE (e.g. http://127.0.0.1:8080/mcp-lite/v1) or grpc://HOST:PORT"
+    tools = subparsers.add_parser(
+        "tools",
+        help="list the tools of a server",
+        description="List the tools of an MCP-lite server: name, type, description and "
+        "arguments (* marks the required ones).",
+    )
+    tools.add_argument("url", metavar="URL", help=url_help)
+    tools.add_argument("--json", action="store_true", help="print the tool definitions as JSON")
+    tools.add_argument(
+        "--timeout", type=_timeout, default=30.0, metavar="S", help="seconds to wait (default 30)"
+    )
+    tools.set_defaults(client_command="tools", log_level="warning")
+
+    call = subparsers.add_parser(
+        "call",
+        help="call a tool",
+        description="Call a tool of an MCP-lite server. Arguments are key=value (the value "
+        "is JSON where it parses, else a string) and/or --json '{...}'. Exit status: 0 "
+        "answer, 1 failure, 2 usage, 3 connection, 4 unknown tool, 5 invalid arguments, "
+        "6 other protocol error, 7 timeout.",
+    )
+    call.add_argument("url", metavar="URL", help=url_help)
+    call.add_argument("name", metavar="NAME", help="the tool")
+    call.add_argument("pairs", metavar="KEY=VALUE", nargs="*", help="an argument")
+    call.add_argument(
+        "--json", dest="json_arguments", metavar="OBJECT", help="the arguments as a JSON object"
+    )
+    mode = call.add_mutually_exclusive_group()
+    mode.add_argument("--stream", action="store_true", help="print the parts as they arrive")
+    mode.add_argument(
+        "--no-wait", action="store_true", help="print a promise's token instead of waiting"
+    )
+    call.add_argument("--raw", action="store_true", help="print the whole result as JSON")
+    call.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=30.0,
+        metavar="S",
+        help="seconds for each request and for a promise's outcome (default 30)",
+    )
+    call.set_defaults(client_command="call", log_level="warning")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a ``tools`` or ``call`` command parsed by :func:`register`'s parsers;
+    return the exit status (see the module doc)."""
+    try:
+        if args.client_command == "tools":
+            return asyncio.run(_tools(args))
+        arguments = parse_arguments(args.pairs, args.json_arguments)
+        return asyncio.run(_call(args, arguments))
+    except UsageError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    except ValueError as exc:  # a bad URL
+        return _error(str(exc), EXIT_USAGE)
+    except (PromiseTimeout, RequestTimeout) as exc:
+        return _error(str(exc), EXIT_TIMEOUT)
+    except TransportError as exc:
+        return _error(str(exc), EXIT_TRANSPORT)
+    except ToolNotFoundError as exc:
+        return _error(_unknown_tool(exc), EXIT_UNKNOWN_TOOL)
+    except InvalidArgumentsError as exc:
+        fields = exc.errors
+        if not fields:
+            return _error(exc.message, EXIT_INVALID_ARGUMENTS)
+        lines = "".join(f"\n  {e['field']}: {e['message']}" for e in fields)
+        return _error(f"invalid arguments for '{args.name}':{lines}", EXIT_INVALID_ARGUMENTS)
+    except RPCError as exc:
+        return _error(f"{exc.message} (code {exc.code})", EXIT_PROTOCOL)
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mcplite.client.cli {tools,call} ...`` (until ``mcplite`` has them)."""
+    parser = argparse.ArgumentParser(prog="mcplite", description="An MCP-lite client.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    register(subparsers)
+    return run(parser.parse_args(argv))
+
+
+# --- arguments ----------------------------------------------------------------------
+
+
+def parse_arguments(pairs: Sequence[str], json_text: str | None) -> dict[str, Any]:
+    """``--json`` then ``key=value`` pairs, into one arguments object.  Raises UsageError."""
+    arguments: dict[str, Any] = {}
+    if json_text is not None:
+        try:
+            loaded = json.loads(json_text)
+        except ValueError as exc:
+            raise UsageError(f"--json is not valid JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise UsageError("--json must be a JSON object, e.g. '{\"limit\": 5}'")
+        arguments.update(loaded)
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"expected KEY=VALUE, got {pair!r}")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        arguments[key] = value
+    return arguments
+
+
+# --- tools --------------------------------------------------------------------------
+
+
+async def _tools(args: argparse.Namespace) -> int:
+    async with Client(args.url, timeout=args.timeout) as client:
+        tools = await client.list_tools()
+    if args.json:
+        definitions = [
+            {
+                "name": t.name,
+                **({"@type": t.type} if t.type else {}),
+                "description": t.description,
+                "inputSchema": t.input_schema,
+            }
+            for t in tools
+        ]
+        _print_json(definitions)
+    else:
+        sys.stdout.write(tools_table(tools))
+    return EXIT_OK
+
+
+def tools_table(tools: Sequence[ToolInfo]) -> str:
+    """A plain-text table: name, type, description's first line, arguments."""
+    rows = [("NAME", "TYPE", "DESCRIPTION", "ARGUMENTS")]
+    for tool in tools:
+        summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
+        rows.append((tool.name, tool.type or "-", summary, describe_arguments(tool.input_schema)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  "
+        + row[3]
+        for row in rows
+    ]
+    lines.append("(* required)")
+    return "".join(line.rstrip() + "\n" for line in lines)
+
+
+def describe_arguments(schema: dict[str, Any]) -> str:
+    """``name*: type, name: type = default`` for each property (``*``: required)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        return "-"
+    required = schema.get("required")
+    required = set(required) if isinstance(required, list) else set()
+    out = []
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, dict) else {}
+        text = f"{name}{'*' if name in required else ''}: {schema_type(prop)}"
+        if "default" in prop:
+            text += f" = {json.dumps(prop['default'], ensure_ascii=False)}"
+        out.append(text)
+    return ", ".join(out)
+
+
+def schema_type(schema: dict[str, Any]) -> str:
+    """A short type for a JSON Schema: ``string``, ``array[integer]``, ``"a"|"b"``."""
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        return f"array[{schema_type(schema['items'])}]"
+    if isinstance(kind, str):
+        return kind
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return "|".join(schema_type(o) if isinstance(o, dict) else "any" for o in options)
+    return "any"
+
+
+# --- call ---------------------------------------------------------------------------
+
+
+async def _call(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    async with Client(args.url, timeout=args.timeout) as client:
+        if args.stream:
+            return await _stream(client, args, arguments)
+        response = await client.call(
+            args.name, arguments, wait=not args.no_wait, timeout=args.timeout
+        )
+    if args.no_wait and response.promise_token is not None and not args.raw:
+        print(response.promise_token)
+        return EXIT_OK
+    return _print_response(response, args.raw)
+
+
+async def _stream(client: Client, args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+    out = sys.stdout
+    printed = False
+    ends_with_newline = True
+    async for item in client.stream(args.name, arguments):
+        if isinstance(item, Partial):
+            printed = True
+            if args.raw:
+                out.write(json.dumps({"partial": item.value}, ensure_ascii=False) + "\n")
+            elif isinstance(item.value, str):
+                out.write(item.value)
+                ends_with_newline = item.value.endswith("\n")
+            else:
+                if not ends_with_newline:
+                    out.write("\n")
+                out.write(json.dumps(item.value, ensure_ascii=False) + "\n")
+                ends_with_newline = True
+            out.flush()
+            continue
+        if printed and not ends_with_newline:
+            out.write("\n")
+        if args.raw:
+            return _print_response(item, raw=True)
+        if printed and item.response_type == "answer":
+            return EXIT_OK  # the final answer is the parts, already printed
+        return _print_response(item, raw=False)
+    raise TransportError("the stream ended without its final result")
+
+
+def _print_response(response: Response, raw: bool) -> int:
+    status = EXIT_FAILURE if response.is_error else EXIT_OK
+    if raw:
+        _print_json(response.raw)
+        return status
+    if response.is_error:
+        failure = response.raw.get("failure")
+        message = failure.get("message") if isinstance(failure, dict) else None
+        message = message or response.text or "the tool failed"
+        reason = failure.get("reason") if isinstance(failure, dict) else None
+        suffix = f" (reason: {reason})" if reason else ""
+        print(f"mcplite: failure: {message}{suffix}", file=sys.stderr)
+        return status
+    _print_content(response.content, sys.stdout)
+    if response.response_type == "elicitation":
+        elicitation = response.raw.get("elicitation")
+        schema = elicitation.get("requestedSchema") if isinstance(elicitation, dict) else None
+        print(
+            "mcplite: the tool asks for more information; call again with arguments for: "
+            + json.dumps(schema, ensure_ascii=False),
+            file=sys.stderr,
+        )
+    elif response.response_type == "request-for-more-resource":
+        wanted = response.raw.get("resources")
+        print(
+            "mcplite: the tool asks for more resources: " + json.dumps(wanted, ensure_ascii=False),
+            file=sys.stderr,
+        )
+    elif response.response_type == "promise":
+        print(f"mcplite: promise {response.promise_token}", file=sys.stderr)
+    return status
+
+
+def _print_content(content: list[Any], out: TextIO) -> None:
+    for item in content:
+        if (
+            isinstance(item, dict)
+            and item.get("type") == "text"
+            and isinstance(item.get("text"), str)
+        ):
+            text = item["text"]
+            out.write(text if text.endswith("\n") else text + "\n")
+        else:
+            out.write(json.dumps(item, indent=2, ensure_ascii=False) + "\n")
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _unknown_tool(exc: ToolNotFoundError) -> str:
+    name = exc.requested_tool or "?"
+    if exc.suggestion:
+        return f"unknown tool '{name}'. {exc.suggestion}"
+    available = ", ".join(exc.available_tools)
+    return f"unknown tool '{name}'" + (f" (available: {available})" if available else "")
+
+
+def _error(message: str, status: int) -> int:
+    print(f"mcplite: error: {message}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
