@@ -7,7 +7,7 @@ write (``http.client``, raw sockets, grpcio) can drive it from the test.
 from __future__ import annotations
 
 import asyncio
-import http.client
+import http.client as httpclient
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -47,8 +47,8 @@ class RunningServer:
 
         return self.run(wrapper())
 
-    def connection(self, timeout: float = WAIT) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+    def connection(self, timeout: float = WAIT) -> httpclient.HTTPConnection:
+        return httpclient.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
     def post(
         self,
@@ -98,7 +98,9 @@ class RunningServer:
             self.thread.join(WAIT)
 
 
-def start_server(tools: Tools, config: Config | None = None, *, grpc: bool = False) -> RunningServer:
+def start_server(
+    tools: Tools, config: Config | None = None, *, grpc: bool = False
+) -> RunningServer:
     """Start HTTP (and optionally gRPC) for ``tools`` on ephemeral ports."""
     config = config or Config(secret=b"test-secret-0123456789abcdef", access_log=False)
     loop = asyncio.new_event_loop()

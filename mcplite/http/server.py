@@ -26,7 +26,7 @@ import h11
 from ..config import Config
 from ..dispatch import Dispatcher, ToolStream, start_task
 from ..envelope import Partial, Result
-from ..errors import InvalidRequest, MCPLiteError, Overloaded, ParseError
+from ..errors import InternalError, InvalidRequest, MCPLiteError, Overloaded, ParseError
 from ..jsonrpc import JsonRpc, check_request, decode, encode, tool_call_params
 from . import sse
 
@@ -42,7 +42,12 @@ _JSON = [(b"content-type", b"application/json")]
 
 
 def _error_body(status: int, message: str) -> bytes:
-    code = Overloaded.jsonrpc_code if status == 503 else InvalidRequest.jsonrpc_code
+    if status == 503:
+        code = Overloaded.jsonrpc_code
+    elif status >= 500:
+        code = InternalError.jsonrpc_code
+    else:
+        code = InvalidRequest.jsonrpc_code
     error = {"code": code, "message": message, "data": {"http_status": status}}
     return encode({"jsonrpc": "2.0", "id": None, "error": error})
 
@@ -172,6 +177,7 @@ class HttpConnection(asyncio.Protocol):
         self._paused_writing = False
         self._drain_waiter: asyncio.Future[None] | None = None
         self._advancing = False
+        self._streaming = False
 
     # -- asyncio.Protocol ---------------------------------------------------
 
@@ -210,6 +216,9 @@ class HttpConnection(asyncio.Protocol):
         self.conn.receive_data(b"")
         if self.task is None:
             self._advance()
+        elif self._streaming:
+            # A stream's reader has gone: stop the tool now, not at the next heartbeat.
+            self.task.cancel()
         return True  # keep our half open: a half-closing client still gets its answer
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -477,9 +486,11 @@ class HttpConnection(asyncio.Protocol):
                 headers = [*_JSON, (b"retry-after", b"%d" % max(1, round(exc.retry_after)))]
             self._send(self.status, headers, JsonRpc.error_bytes(rid, exc))
             return
+        self._streaming = True
         try:
             await self._pump(stream)
         finally:
+            self._streaming = False
             await stream.aclose()
 
     async def _pump(self, stream: ToolStream) -> None:
