@@ -60,6 +60,9 @@ class Config:
             if f.name == "promise_after":
                 if not value >= 0:
                     raise ValueError(f"{f.name} must be >= 0 (math.inf for never), got {value!r}")
+            elif f.name == "grace":
+                if not 0 <= value < math.inf:
+                    raise ValueError(f"grace must be a number >= 0, got {value!r}")
             elif (
                 isinstance(value, int | float)
                 and not isinstance(value, bool)

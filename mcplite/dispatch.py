@@ -148,10 +148,9 @@ class Dispatcher:
         elif not isinstance(arguments, dict):
             raise InvalidParams.from_fields([("arguments", "expected an object")])
         try:
-            checked: dict[str, Any] = tool.checker(arguments)
+            return tool.arguments(tool.checker(arguments))
         except SchemaError as exc:
             raise InvalidParams.from_fields([(e.path, e.message) for e in exc.errors]) from None
-        return tool.arguments(checked)
 
     def _admit(self) -> None:
         if self.active >= self.config.max_concurrent_calls:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar, overload
 
-from .schema import Checker, compile_schema, schema_for_function
+from .schema import Checker, FieldError, SchemaError, compile_schema, schema_for_function
 
 __all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Progress", "Tool", "Tools"]
 
@@ -100,13 +100,20 @@ class Tool:
     converters: dict[str, Converter] = field(default_factory=dict)
 
     def arguments(self, checked: dict[str, Any]) -> dict[str, Any]:
-        """Validated JSON arguments as the function declared them (Enum, dataclass)."""
+        """Validated JSON arguments as the function declared them (Enum, dataclass).
+
+        Raises :class:`SchemaError` naming the field a constructor refused.
+        """
         if not self.converters:
             return checked
         out = dict(checked)
         for name, conv in self.converters.items():
             if name in out:
-                out[name] = conv(out[name])
+                try:
+                    out[name] = conv(out[name])
+                except (TypeError, ValueError) as exc:
+                    # e.g. a dataclass whose __post_init__ refuses the values
+                    raise SchemaError([FieldError(name, str(exc) or type(exc).__name__)]) from None
         return out
 
     def definition(self) -> dict[str, Any]:
@@ -159,8 +166,7 @@ def _converter(hint: Any) -> Converter | None:
             if not isinstance(value, dict):
                 return value
             kwargs = {
-                k: (conv(v) if (conv := fields.get(k)) is not None else v)
-                for k, v in value.items()
+                k: (conv(v) if (conv := fields.get(k)) is not None else v) for k, v in value.items()
             }
             return cls(**kwargs)
 
@@ -172,6 +178,8 @@ def _converter(hint: Any) -> Converter | None:
             return None
 
         def to_union(value: Any) -> Any:
+            if value is None:
+                return None
             for _, conv in convertible:
                 try:
                     return conv(value)

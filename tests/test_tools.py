@@ -1,0 +1,531 @@
+"""Tests for mcplite.tools: the registry, the decorator and what a Tool knows."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import pytest
+
+from mcplite import ALWAYS, NEVER, Config, Context, Dispatcher, Field, InvalidParams, Tools
+from mcplite.envelope import ResponseType
+from mcplite.tools import Kind, Tool
+
+SECRET = b"test-secret-0123456789abcdef"
+
+
+class Depth(enum.Enum):
+    QUICK = "quick"
+    FULL = "full"
+
+
+@dataclass
+class Window:
+    start: int
+    end: int
+    depth: Depth = Depth.QUICK
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:
+            raise ValueError("the window ends before it starts")
+
+
+@dataclass
+class Plan:
+    name: str
+    windows: list[Window]
+    fallback: Window | None = None
+
+
+def make_config(**overrides: Any) -> Config:
+    return Config(secret=SECRET, access_log=False, **overrides)
+
+
+@pytest.fixture
+def dispatchers() -> Iterator[list[Dispatcher]]:
+    """Dispatchers made by a test, closed (thread pool and all) when it ends."""
+    made: list[Dispatcher] = []
+    yield made
+    for dispatcher in made:
+        dispatcher.close()
+
+
+def serve(made: list[Dispatcher], tools: Tools, **overrides: Any) -> Dispatcher:
+    dispatcher = Dispatcher(tools, make_config(**overrides))
+    made.append(dispatcher)
+    return dispatcher
+
+
+# --- the decorator --------------------------------------------------------------
+
+
+def test_the_bare_decorator_registers_the_function_under_its_own_name_and_returns_it() -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    tool = tools.get("lookup")
+    assert tool is not None
+    assert tool.fn is lookup
+    assert tool.name == "lookup"
+    assert tool.type is None
+    assert tool.promise_after is None
+    assert "lookup" in tools
+    assert len(tools) == 1
+    assert [t.name for t in tools] == ["lookup"]
+
+
+def test_the_decorator_with_options_sets_name_type_description_and_promise_after() -> None:
+    tools = Tools()
+
+    @tools.tool(name="find", type="query", description="Find things.", promise_after=2.5)
+    async def lookup(key: str) -> str:
+        """Not this docstring."""
+        return key
+
+    assert tools.get("lookup") is None
+    tool = tools.get("find")
+    assert tool is not None
+    assert tool.fn is lookup
+    assert tool.type == "query"
+    assert tool.description == "Find things."
+    assert tool.promise_after == 2.5
+
+
+def test_the_decorator_with_empty_parentheses_works_like_the_bare_one() -> None:
+    tools = Tools()
+
+    @tools.tool()
+    def ping() -> str:
+        return "pong"
+
+    assert tools.get("ping") is not None
+    assert ping() == "pong"
+
+
+def test_the_description_defaults_to_the_cleaned_docstring() -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def summarise(text: str) -> str:
+        """Summarise a text.
+
+        Long texts are cut first.
+        """
+        return text
+
+    tool = tools.get("summarise")
+    assert tool is not None
+    assert tool.description == "Summarise a text.\n\nLong texts are cut first."
+
+
+def test_a_function_without_a_docstring_gets_an_empty_description() -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def bare(x: int) -> int:
+        return x
+
+    tool = tools.get("bare")
+    assert tool is not None
+    assert tool.description == ""
+
+
+def test_an_explicit_empty_description_wins_over_the_docstring() -> None:
+    tools = Tools()
+
+    @tools.tool(description="")
+    async def quiet(x: int) -> int:
+        """A docstring nobody should see."""
+        return x
+
+    tool = tools.get("quiet")
+    assert tool is not None
+    assert tool.description == ""
+
+
+def test_add_registers_a_function_and_returns_its_tool() -> None:
+    tools = Tools()
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    tool = tools.add(double, name="twice")
+    assert isinstance(tool, Tool)
+    assert tools.get("twice") is tool
+    assert tool.fn is double
+
+
+# --- definition() -------------------------------------------------------------------
+
+
+def test_definition_has_name_type_description_and_input_schema_in_that_order() -> None:
+    tools = Tools()
+
+    @tools.tool(type="query")
+    async def search(query: str, limit: Annotated[int, Field(ge=1, le=100)] = 10) -> str:
+        """Search through available documents."""
+        return query
+
+    tool = tools.get("search")
+    assert tool is not None
+    definition = tool.definition()
+    assert list(definition) == ["name", "@type", "description", "inputSchema"]
+    assert definition["name"] == "search"
+    assert definition["@type"] == "query"
+    assert definition["description"] == "Search through available documents."
+    schema = definition["inputSchema"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["query"]
+    assert schema["properties"]["query"] == {"type": "string"}
+    assert schema["properties"]["limit"]["minimum"] == 1
+    assert schema["properties"]["limit"]["maximum"] == 100
+    assert schema["properties"]["limit"]["default"] == 10
+
+
+def test_definition_leaves_out_at_type_when_no_type_was_given() -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def plain(x: int) -> int:
+        """Plain."""
+        return x
+
+    tool = tools.get("plain")
+    assert tool is not None
+    assert "@type" not in tool.definition()
+    assert list(tool.definition()) == ["name", "description", "inputSchema"]
+
+
+# --- refusals -------------------------------------------------------------------------
+
+
+def test_registering_a_second_tool_under_a_taken_name_raises_value_error() -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def lookup(key: str) -> str:
+        return key
+
+    async def other(key: str) -> str:
+        return key
+
+    with pytest.raises(ValueError, match="lookup"):
+        tools.tool(name="lookup")(other)
+    with pytest.raises(ValueError, match="lookup"):
+        tools.add(lookup)
+    tool = tools.get("lookup")
+    assert tool is not None
+    assert tool.fn is lookup  # the first registration is untouched
+    assert len(tools) == 1
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan])
+def test_a_negative_or_nan_promise_after_raises_value_error(bad: float) -> None:
+    tools = Tools()
+
+    async def slow() -> str:
+        return "x"
+
+    with pytest.raises(ValueError, match="promise_after"):
+        tools.add(slow, promise_after=bad)
+    assert "slow" not in tools
+
+
+def test_always_and_never_are_zero_and_infinity() -> None:
+    assert ALWAYS == 0
+    assert math.isinf(NEVER) and NEVER > 0
+    tools = Tools()
+
+    async def a() -> None:
+        return None
+
+    async def b() -> None:
+        return None
+
+    assert tools.add(a, promise_after=ALWAYS).promise_after == 0
+    assert tools.add(b, promise_after=NEVER).promise_after == math.inf
+
+
+def test_a_malformed_hand_written_schema_raises_value_error() -> None:
+    tools = Tools()
+
+    async def odd(x: Any) -> Any:
+        return x
+
+    with pytest.raises(ValueError):
+        tools.add(odd, schema={"type": "object", "properties": {"x": {"type": "nonsense"}}})
+    assert "odd" not in tools
+
+
+def test_a_signature_that_cannot_be_described_raises_type_error() -> None:
+    tools = Tools()
+
+    async def variadic(*items: int) -> int:
+        return len(items)
+
+    with pytest.raises(TypeError, match="items"):
+        tools.add(variadic)
+    assert "variadic" not in tools
+
+
+def test_a_lookup_of_an_unknown_name_gives_none() -> None:
+    tools = Tools()
+    assert tools.get("nothing") is None
+    assert "nothing" not in tools
+    assert 42 not in tools
+
+
+# --- hand-written schemas -------------------------------------------------------------
+
+HAND_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "amount": {"type": "number", "minimum": 0, "default": 1},
+    },
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+
+def test_a_hand_written_schema_is_used_instead_of_the_generated_one() -> None:
+    tools = Tools()
+
+    @tools.tool(schema=HAND_SCHEMA)
+    async def convert(code: str, amount: float = 0.0) -> str:
+        """Convert an amount."""
+        return f"{amount} {code}"
+
+    tool = tools.get("convert")
+    assert tool is not None
+    assert tool.input_schema == HAND_SCHEMA
+    assert tool.definition()["inputSchema"] == HAND_SCHEMA
+
+
+async def test_a_dispatcher_validates_arguments_against_the_hand_written_schema(
+    dispatchers: list[Dispatcher],
+) -> None:
+    tools = Tools()
+    seen: list[tuple[str, float]] = []
+
+    # The signature alone would accept any str and a float: the schema is stricter.
+    @tools.tool(schema=HAND_SCHEMA)
+    async def convert(code: str, amount: float = 0.0) -> str:
+        seen.append((code, amount))
+        return f"{amount} {code}"
+
+    dispatcher = serve(dispatchers, tools)
+    with pytest.raises(InvalidParams) as caught:
+        await dispatcher.call("convert", {"code": "usd", "amount": -5})
+    assert caught.value.data is not None
+    fields = {e["field"] for e in caught.value.data["errors"]}
+    assert fields == {"code", "amount"}
+    assert seen == []
+
+    result = await dispatcher.call("convert", {"code": "USD"})
+    assert result.response_type is ResponseType.ANSWER
+    assert seen == [("USD", 1)]  # the schema's default, not the signature's
+
+
+# --- the context parameter ------------------------------------------------------------
+
+
+def test_a_context_parameter_is_left_out_of_the_generated_schema() -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def crunch(rows: int, ctx: Context) -> int:
+        return rows
+
+    @tools.tool
+    async def crunch_maybe(rows: int, context: Context | None = None) -> int:
+        return rows
+
+    for name, param in (("crunch", "ctx"), ("crunch_maybe", "context")):
+        tool = tools.get(name)
+        assert tool is not None
+        assert tool.context_param == param
+        assert set(tool.input_schema["properties"]) == {"rows"}
+        assert tool.input_schema.get("required", []) == ["rows"]
+
+
+async def test_a_context_parameter_is_injected_by_the_dispatcher(
+    dispatchers: list[Dispatcher],
+) -> None:
+    tools = Tools()
+    received: list[Any] = []
+
+    @tools.tool
+    async def crunch(rows: int, ctx: Context) -> int:
+        received.append(ctx)
+        ctx.report_progress(1, rows, "started")
+        return rows
+
+    @tools.tool
+    def crunch_sync(rows: int, ctx: Context | None = None) -> int:
+        received.append(ctx)
+        return rows
+
+    dispatcher = serve(dispatchers, tools)
+    await dispatcher.call("crunch", {"rows": 3})
+    await dispatcher.call("crunch_sync", {"rows": 4})
+    assert [type(c) for c in received] == [Context, Context]
+    assert [c.tool for c in received] == ["crunch", "crunch_sync"]
+    assert received[0].progress.snapshot() == {"progress": 1, "total": 3, "message": "started"}
+
+
+async def test_a_caller_cannot_pass_the_context_parameter_as_an_argument(
+    dispatchers: list[Dispatcher],
+) -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def crunch(rows: int, ctx: Context) -> int:
+        return rows
+
+    dispatcher = serve(dispatchers, tools)
+    with pytest.raises(InvalidParams) as caught:
+        await dispatcher.call("crunch", {"rows": 1, "ctx": "forged"})
+    assert caught.value.data is not None
+    assert [e["field"] for e in caught.value.data["errors"]] == ["ctx"]
+
+
+# --- kind detection ------------------------------------------------------------------
+
+
+def test_the_kind_of_a_tool_follows_the_function() -> None:
+    tools = Tools()
+
+    def blocking(x: int) -> int:
+        return x
+
+    async def awaiting(x: int) -> int:
+        return x
+
+    async def streaming(x: int) -> AsyncIterator[int]:
+        yield x
+
+    assert tools.add(blocking).kind is Kind.SYNC
+    assert tools.add(awaiting).kind is Kind.ASYNC
+    assert tools.add(streaming).kind is Kind.STREAM
+
+
+# --- arguments arrive as the declared Python types --------------------------------------
+
+
+async def test_enum_arguments_arrive_as_enum_members(dispatchers: list[Dispatcher]) -> None:
+    tools = Tools()
+    seen: list[Any] = []
+
+    @tools.tool
+    async def analyse(
+        depth: Depth,
+        fallback: Depth = Depth.FULL,
+        maybe: Depth | None = None,
+        many: list[Depth] | None = None,
+    ) -> str:
+        seen.append((depth, fallback, maybe, many))
+        return "ok"
+
+    dispatcher = serve(dispatchers, tools)
+    await dispatcher.call("analyse", {"depth": "quick"})
+    await dispatcher.call("analyse", {"depth": "full", "maybe": "quick", "many": ["full"]})
+    assert seen == [
+        (Depth.QUICK, Depth.FULL, None, None),
+        (Depth.FULL, Depth.FULL, Depth.QUICK, [Depth.FULL]),
+    ]
+
+
+async def test_an_optional_mapping_of_enums_may_be_left_out(dispatchers: list[Dispatcher]) -> None:
+    tools = Tools()
+    seen: list[Any] = []
+
+    @tools.tool
+    async def label(names: dict[str, Depth] | None = None) -> str:
+        seen.append(names)
+        return "ok"
+
+    dispatcher = serve(dispatchers, tools)
+    await dispatcher.call("label", {"names": {"a": "full"}})
+    await dispatcher.call("label", {})  # the default None must not be converted
+    await dispatcher.call("label", {"names": None})
+    assert seen == [{"a": Depth.FULL}, None, None]
+
+
+async def test_dataclass_arguments_arrive_as_instances_all_the_way_down(
+    dispatchers: list[Dispatcher],
+) -> None:
+    tools = Tools()
+    seen: list[Plan] = []
+
+    @tools.tool
+    def schedule(plan: Plan) -> str:
+        seen.append(plan)
+        return plan.name
+
+    dispatcher = serve(dispatchers, tools)
+    await dispatcher.call(
+        "schedule",
+        {
+            "plan": {
+                "name": "q3",
+                "windows": [{"start": 1, "end": 2}, {"start": 3, "end": 4, "depth": "full"}],
+                "fallback": {"start": 0, "end": 9},
+            }
+        },
+    )
+    assert seen == [
+        Plan(
+            "q3",
+            [Window(1, 2), Window(3, 4, Depth.FULL)],
+            Window(0, 9),
+        )
+    ]
+    assert isinstance(seen[0].windows[1].depth, Depth)
+
+
+async def test_a_hand_written_schema_gives_plain_json_arguments(
+    dispatchers: list[Dispatcher],
+) -> None:
+    tools = Tools()
+    seen: list[Any] = []
+
+    @tools.tool(schema={"type": "object", "properties": {"depth": {"enum": ["quick", "full"]}}})
+    async def analyse(depth: Depth = Depth.QUICK) -> str:
+        seen.append(depth)
+        return "ok"
+
+    dispatcher = serve(dispatchers, tools)
+    await dispatcher.call("analyse", {"depth": "full"})
+    assert seen == ["full"]
+
+
+async def test_a_dataclass_that_refuses_its_values_gives_invalid_params_for_that_field(
+    dispatchers: list[Dispatcher],
+) -> None:
+    # The schema cannot say "end >= start"; Window.__post_init__ does.  Its refusal is
+    # a refusal of the caller's arguments, not a crash: InvalidParams naming the field
+    # (today a bare ValueError escapes call(), and over HTTP it becomes a 500).
+    tools = Tools()
+    ran: list[bool] = []
+
+    @tools.tool
+    async def book(window: Window) -> str:
+        ran.append(True)
+        return "booked"
+
+    dispatcher = serve(dispatchers, tools)
+    with pytest.raises(InvalidParams) as caught:
+        await dispatcher.call("book", {"window": {"start": 5, "end": 1}})
+    assert caught.value.data is not None
+    [error] = caught.value.data["errors"]
+    assert error["field"] == "window"
+    assert "ends before it starts" in error["message"]
+    assert ran == []
