@@ -93,11 +93,15 @@ class Dispatcher:
     ) -> None:
         self.config = config = config or Config()
         self.sealer = TokenSealer(_server_secret(config), config.previous_secrets)
-        self.promises: PromiseStore = promises if promises is not None else PromiseTable(
-            self.sealer,
-            ttl=config.promise_ttl,
-            max_entries=config.max_promises,
-            retry_after=config.retry_after,
+        self.promises: PromiseStore = (
+            promises
+            if promises is not None
+            else PromiseTable(
+                self.sealer,
+                ttl=config.promise_ttl,
+                max_entries=config.max_promises,
+                retry_after=config.retry_after,
+            )
         )
         self._tools: dict[str, Tool] = {}
         for tool in (*self._system_tools(), *tools):
@@ -175,8 +179,9 @@ class Dispatcher:
         deadline = tool.promise_after
         if deadline is None:
             deadline = self.config.promise_after
-        progress = Progress()
+        progress = None
         if tool.context_param is not None:
+            progress = Progress()
             args = {**args, tool.context_param: Context(tool.name, progress)}
         if math.isinf(deadline):
             return await self._complete(tool, args, started, t0)
@@ -254,14 +259,15 @@ class Dispatcher:
 
     def promise_result(self, entry: PromiseEntry, started: float, t0: float) -> Result:
         extra: dict[str, Any] = {
-            "promise_token": entry.token,
+            "promise_token": self.promises.token(entry),
             "expires_at": iso_timestamp(entry.expires_at),
         }
-        progress = entry.progress.snapshot()
-        if progress:
-            extra["progress"] = progress
-        if entry.progress.estimated_completion is not None:
-            extra["estimated_completion"] = iso_timestamp(entry.progress.estimated_completion)
+        if entry.progress is not None:
+            progress = entry.progress.snapshot()
+            if progress:
+                extra["progress"] = progress
+            if entry.progress.estimated_completion is not None:
+                extra["estimated_completion"] = iso_timestamp(entry.progress.estimated_completion)
         elapsed = (time.perf_counter() - t0) * 1000
         return Result(ResponseType.PROMISE, {"content": []}, started, elapsed, extra)
 
@@ -466,6 +472,7 @@ def _being_cancelled() -> bool:
     """Whether the running task was asked to cancel (vs. a stray CancelledError)."""
     task = asyncio.current_task()
     return task is None or task.cancelling() > 0
+
 
 if sys.version_info >= (3, 12):
 

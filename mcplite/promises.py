@@ -28,7 +28,7 @@ import re
 import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from .envelope import Result
@@ -121,19 +121,23 @@ class _HmacKey:
 class PromiseEntry:
     """One long call: its task (while running), then its stored outcome."""
 
+    # Kept small: 10,000 pending promises should cost little beyond their tasks.
+    # The token is not stored; it is sealed again from the id and expiry on demand.
     promise_id: bytes
     tool: str
     task: asyncio.Future[Result]
     expires_at: float
-    token: str
-    progress: Progress = field(default_factory=Progress)
+    progress: Progress | None = None  # set when the tool takes a Context
     cancelled: bool = False
 
 
 class PromiseStore(Protocol):
     """What the dispatcher needs from a promise store (in memory now, shared later)."""
 
-    def put(self, tool: str, task: asyncio.Future[Result], progress: Progress) -> PromiseEntry: ...
+    def put(
+        self, tool: str, task: asyncio.Future[Result], progress: Progress | None
+    ) -> PromiseEntry: ...
+    def token(self, entry: PromiseEntry) -> str: ...
     def get(self, token: str) -> PromiseEntry: ...
     async def wait(self, entry: PromiseEntry, timeout: float) -> bool: ...
     def cancel(self, entry: PromiseEntry) -> bool: ...
@@ -174,18 +178,23 @@ class PromiseTable:
         self.sweep()
         return len(self._entries) < self._max
 
-    def put(self, tool: str, task: asyncio.Future[Result], progress: Progress) -> PromiseEntry:
+    def put(
+        self, tool: str, task: asyncio.Future[Result], progress: Progress | None
+    ) -> PromiseEntry:
         """Store a running task; raises :class:`PromiseTableFull` at the bound."""
         if not self.has_room():
             raise PromiseTableFull(retry_after=self._retry_after)
         promise_id = os.urandom(16)
         expires_at = self._clock() + self._ttl
-        token = self._sealer.seal(promise_id, expires_at)
-        entry = PromiseEntry(promise_id, tool, task, expires_at, token, progress)
+        entry = PromiseEntry(promise_id, tool, task, expires_at, progress)
         self._entries[promise_id] = entry
         task.add_done_callback(_retrieve_exception)
         self._schedule_sweep()
         return entry
+
+    def token(self, entry: PromiseEntry) -> str:
+        """The entry's token (the same string every time: sealing is deterministic)."""
+        return self._sealer.seal(entry.promise_id, entry.expires_at)
 
     def get(self, token: str) -> PromiseEntry:
         """The entry of a token; the token is verified before any lookup.

@@ -267,7 +267,7 @@ async def test_a_changed_token_never_reaches_the_table() -> None:
     loop = asyncio.get_running_loop()
     for _ in range(50):  # many live entries, so an accepted change would find one
         table.put("tool", loop.create_future(), Progress())
-    tokens = [entry.token for entry in table.spy.values()]
+    tokens = [table.token(entry) for entry in table.spy.values()]
     token = next(t for t in tokens if "-" in t[5:] and "_" in t[5:])
     looked_up_by: list[str] = []
     not_refused: list[str] = []
@@ -283,7 +283,7 @@ async def test_a_changed_token_never_reaches_the_table() -> None:
             looked_up_by.append(changed)
     assert not_refused == [], f"{len(not_refused)} changed tokens were accepted"
     assert looked_up_by == [], f"{len(looked_up_by)} changed tokens were looked up"
-    assert table.get(token).token == token  # the spy does see a genuine lookup
+    assert table.token(table.get(token)) == token  # the spy does see a genuine lookup
     assert len(table.spy.lookups) == 1
     table.close()
 
@@ -427,8 +427,9 @@ async def test_a_stored_promise_is_found_by_its_token() -> None:
     assert entry.task is task
     assert entry.progress is progress
     assert entry.expires_at == T0 + 600
-    assert entry.token.startswith("prom_")
-    assert table.get(entry.token) is entry
+    assert table.token(entry).startswith("prom_")
+    assert table.token(entry) == table.token(entry)  # the same token every time
+    assert table.get(table.token(entry)) is entry
     assert len(table) == 1
     table.close()
 
@@ -439,7 +440,7 @@ async def test_a_genuine_token_unknown_to_the_table_raises_unknown_promise() -> 
     entry = before.put("tool", asyncio.get_running_loop().create_future(), Progress())
     after_restart = clocked_table(clock)  # same secret, fresh memory
     with pytest.raises(UnknownPromise) as caught:
-        after_restart.get(entry.token)
+        after_restart.get(before.token(entry))
     assert caught.value.jsonrpc_code == -32602
     assert caught.value.grpc_status == 5
     assert caught.value.data == {"reason": "unknown"}
@@ -481,8 +482,8 @@ async def test_a_full_table_makes_room_by_dropping_expired_entries() -> None:
     assert len(table) == 2
     assert first.task.cancelled()
     with pytest.raises(ExpiredToken):
-        table.get(first.token)
-    assert table.get(third.token) is third
+        table.get(table.token(first))
+    assert table.get(table.token(third)) is third
     table.close()
 
 
@@ -507,7 +508,7 @@ async def test_sweep_drops_only_expired_entries_from_the_front_and_cancels_runni
     assert running_old.task.cancelled()
     assert finished_old.task.result() is outcome  # a finished task is left as it was
     assert not running_young.task.done()
-    assert table.get(running_young.token) is running_young
+    assert table.get(table.token(running_young)) is running_young
     assert table.sweep() == 0
 
     clock.now = T0 + 110
@@ -570,7 +571,7 @@ async def test_close_cancels_every_running_task_and_forgets_every_entry() -> Non
     assert len(table) == 0
     assert all(e.task.cancelled() for e in entries)
     with pytest.raises(UnknownPromise):
-        table.get(entries[0].token)
+        table.get(table.token(entries[0]))
 
 
 # --- the dispatcher's promise flow ---------------------------------------------------------
