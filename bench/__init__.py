@@ -1,0 +1,1 @@
+"""The mcplite benchmark harness (``python -m bench``; see bench/README.md)."""

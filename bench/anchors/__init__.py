@@ -1,0 +1,1 @@
+"""Reference servers the benchmark measures mcplite against (each runs as its own process)."""

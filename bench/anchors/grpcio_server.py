@@ -1,0 +1,101 @@
+"""The official grpcio (``grpc.aio``) server implementing the MCPLite service, echoing.
+
+Stubs come from ``grpc_tools.protoc`` run at bench time (``--stubs DIR`` holds
+``mcplite_pb2`` and ``mcplite_pb2_grpc``).  ``CallTool`` of ``echo`` answers
+``result = {"content": [{"type": "text", "text": <arg>}]}`` with an ANSWER meta,
+as mcplite's echo does; ``CallToolStream`` sends that same single final message.
+Arguments are read and the result built the way a grpcio user writes it: the
+Struct's mapping interface and ``Struct.update``.
+
+Run: ``python bench/anchors/grpcio_server.py --port 50051 --stubs DIR [--arg text]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+
+def build_servicer(pb2: Any, pb2_grpc: Any, arg: str) -> Any:
+    class Servicer(pb2_grpc.MCPLiteServicer):  # type: ignore[misc]
+        async def GetTools(self, request: Any, context: Any) -> Any:
+            tool = pb2.Tool(name="echo", description="Echo the text back.")
+            tool.input_schema.update(
+                {"type": "object", "required": [arg], "properties": {arg: {"type": "string"}}}
+            )
+            return pb2.ToolsList(tools=[tool])
+
+        def _echo(self, request: Any, context: Any) -> Any:
+            started = time.time()
+            t0 = time.perf_counter()
+            if request.name != "echo":
+                raise LookupError(request.name)
+            text = request.arguments[arg]
+            response = pb2.ToolResponse()
+            response.result.update({"content": [{"type": "text", "text": text}]})
+            meta = response.meta
+            meta.response_type = pb2.ANSWER
+            meta.timestamp = int(started * 1000)
+            meta.processing_time_ms = round((time.perf_counter() - t0) * 1000)
+            return response
+
+        async def CallTool(self, request: Any, context: Any) -> Any:
+            try:
+                return self._echo(request, context)
+            except LookupError:
+                import grpc
+
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"Tool not found: {request.name}")
+
+        async def CallToolStream(self, request: Any, context: Any) -> AsyncIterator[Any]:
+            try:
+                yield self._echo(request, context)
+            except LookupError:
+                import grpc
+
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"Tool not found: {request.name}")
+
+    return Servicer()
+
+
+async def serve(host: str, port: int, arg: str) -> None:
+    import importlib
+
+    import grpc
+
+    mcplite_pb2 = importlib.import_module("mcplite_pb2")  # generated at bench time
+    mcplite_pb2_grpc = importlib.import_module("mcplite_pb2_grpc")
+    server = grpc.aio.server()
+    mcplite_pb2_grpc.add_MCPLiteServicer_to_server(
+        build_servicer(mcplite_pb2, mcplite_pb2_grpc, arg), server
+    )
+    server.add_insecure_port(f"{host}:{port}")
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop(grace=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--stubs", required=True, help="directory with mcplite_pb2*.py")
+    parser.add_argument("--arg", default="text", help="name of the echo argument")
+    args = parser.parse_args()
+    sys.path.insert(0, args.stubs)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args.host, args.port, args.arg))
+
+
+if __name__ == "__main__":
+    main()

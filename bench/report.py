@@ -1,0 +1,378 @@
+"""Turn a results dict into the printed tables, the target checks and the PNG plot."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["aggregate", "evaluate_targets", "plot", "render"]
+
+FIGURES = ("rps", "p50_us", "p90_us", "p99_us", "p999_us")
+
+
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the rounds that produced figures; error counts are summed."""
+    good = [r for r in runs if r.get("requests", 0) > 0]
+    out: dict[str, Any] = {"rounds": len(good), "runs": runs}
+    for key in FIGURES:
+        out[key] = round(statistics.median(r[key] for r in good), 1) if good else 0.0
+    out["errors"] = sum(int(r.get("errors", 0)) for r in runs)
+    out["non2xx"] = sum(int(r.get("non2xx", 0)) for r in runs)
+    notes = sorted({r["note"] for r in runs if r.get("note")})
+    if notes:
+        out["note"] = "; ".join(notes)
+    return out
+
+
+def _figure(section: dict[str, Any], server: str, conns: int, key: str) -> float | None:
+    entry = section.get("servers", {}).get(server, {})
+    figures = entry.get("results", {}).get(str(conns))
+    if not figures or not figures.get("rps"):
+        return None
+    value = figures.get(key)
+    return float(value) if value else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
+def _check(
+    name: str, value: float | None, unit: str, target: str, ok: Callable[[float], bool]
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": None if value is None else round(value, 3),
+        "unit": unit,
+        "target": target,
+        "met": None if value is None else bool(ok(value)),
+    }
+
+
+def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of the issue with its measured value and whether it is met."""
+    checks: list[dict[str, Any]] = []
+    http = results.get("http", {})
+    top = max(http.get("conns", [50]) or [50])
+    for conns in http.get("conns", []):
+        rps = _figure(http, "mcplite", conns, "rps")
+        checks.append(
+            _check(
+                f"HTTP tools/call req/s vs bare h11 @{conns} conns",
+                _ratio(rps, _figure(http, "bare_h11", conns, "rps")),
+                "x",
+                ">= 1.0x",
+                lambda v: v >= 1.0,
+            )
+        )
+        checks.append(
+            _check(
+                f"HTTP tools/call req/s vs MCP SDK @{conns} conns",
+                _ratio(rps, _figure(http, "mcp_sdk", conns, "rps")),
+                "x",
+                ">= 6x",
+                lambda v: v >= 6.0,
+            )
+        )
+    ours = _figure(http, "mcplite", top, "p99_us")
+    theirs = _figure(http, "bare_h11", top, "p99_us")
+    checks.append(
+        _check(
+            f"HTTP p99 @{top} conns vs bare h11 (ms; target: <= bare h11's)",
+            None if ours is None or theirs is None else ours / 1000,
+            "ms",
+            "<= bare h11" + (f" ({theirs / 1000:.2f} ms)" if theirs else ""),
+            lambda v: theirs is not None and v * 1000 <= theirs,
+        )
+    )
+    unary = results.get("grpc", {}).get("unary", {})
+    for conns in unary.get("conns", []):
+        rps = _figure(unary, "mcplite", conns, "rps")
+        checks.append(
+            _check(
+                f"gRPC CallTool req/s vs grpcio @{conns} conns",
+                _ratio(rps, _figure(unary, "grpcio", conns, "rps")),
+                "x",
+                ">= 1.0x",
+                lambda v: v >= 1.0,
+            )
+        )
+        checks.append(
+            _check(
+                f"gRPC CallTool req/s vs naive grpclib @{conns} conns",
+                _ratio(rps, _figure(unary, "naive_grpclib", conns, "rps")),
+                "x",
+                ">= 3x",
+                lambda v: v >= 3.0,
+            )
+        )
+    inproc = results.get("inprocess", {})
+    echo = inproc.get("echo", {})
+    checks.append(
+        _check(
+            "in-process echo above stdlib json loads+dumps",
+            echo.get("over_json_us"),
+            "us",
+            "<= 5 us",
+            lambda v: v <= 5.0,
+        )
+    )
+    token = inproc.get("promise_token", {})
+    checks.append(
+        _check(
+            "promise token seal + verify",
+            token.get("per_call_us"),
+            "us",
+            "<= 5 us",
+            lambda v: v <= 5.0,
+        )
+    )
+    mem = results.get("memory", {}).get("mcplite", {})
+    promises = mem.get("promises", {})
+    checks.append(
+        _check(
+            "RSS of 10,000 pending promises",
+            promises.get("per_10k_mib"),
+            "MiB",
+            "<= 20 MB",
+            lambda v: v <= 20.0 * 1e6 / 2**20,
+        )
+    )
+    idle = mem.get("idle_connections", {})
+    checks.append(
+        _check(
+            "RSS per idle keep-alive connection",
+            idle.get("per_connection_kib"),
+            "KiB",
+            "<= 20 KB",
+            lambda v: v * 1024 <= 20_000,
+        )
+    )
+    return checks
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _numeric(cell: str) -> bool:
+    return cell.replace(",", "").replace(".", "").replace("-", "").isdigit() or cell == "-"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    for row in rows:
+        last = len(row) - 1
+        cells = [
+            c.ljust(w) if i in (0, last) and not _numeric(c) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  ".join(cells))
+    return "\n".join(out)
+
+
+def _load_table(section: dict[str, Any], refs: list[str]) -> str:
+    headers = ["server", "conns", "req/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "err"]
+    headers += [f"x {ref}" for ref in refs]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for name, entry in section.get("servers", {}).items():
+        if entry.get("status") != "ok":
+            notes.append(f"  {name}: skipped - {entry.get('note', '')[:240]}")
+            continue
+        for conns in section.get("conns", []):
+            fig = entry.get("results", {}).get(str(conns))
+            if not fig:
+                continue
+            row = [name, str(conns), _fmt(fig["rps"])]
+            row += [_fmt(fig[k] / 1000, 2) for k in ("p50_us", "p90_us", "p99_us", "p999_us")]
+            row.append(str(fig["errors"] + fig["non2xx"]))
+            for ref in refs:
+                ratio = _ratio(fig["rps"] or None, _figure(section, ref, conns, "rps"))
+                row.append(_fmt(ratio, 2))
+            rows.append(row)
+            if fig.get("note"):
+                notes.append(f"  {name} @{conns}: {fig['note']}")
+    text = _table(headers, rows)
+    return text + ("\n" + "\n".join(notes) if notes else "")
+
+
+def _inprocess_table(inproc: dict[str, Any]) -> str:
+    rows: list[list[str]] = []
+    notes: list[str] = []
+
+    def add(label: str, entry: dict[str, Any] | None, extra: str = "") -> None:
+        if not entry:
+            return
+        if entry.get("status") != "ok":
+            notes.append(f"  {label}: n/a - {entry.get('note', '')[:200]}")
+            rows.append([label, "n/a", "-", "-", ""])
+            return
+        rows.append(
+            [
+                label,
+                _fmt(entry["per_call_us"], 2),
+                _fmt(entry["p50_us"], 2),
+                _fmt(entry["p99_us"], 2),
+                extra,
+            ]
+        )
+
+    add("json loads+dumps (stdlib baseline)", inproc.get("json_baseline"))
+    for name in ("echo", "search_documents"):
+        entry = inproc.get(name)
+        extra = ""
+        if entry and entry.get("status") == "ok":
+            s = entry["split"]
+            extra = (
+                f"decode {s['json_decode_us']:.2f} | dispatch+validate "
+                f"{s['dispatch_validate_us']:.2f} | envelope {s['envelope_us']:.2f} | "
+                f"encode {s['json_encode_us']:.2f} | other {s['other_us']:.2f}"
+            )
+            if "over_json_us" in entry:
+                extra += f" | +{entry['over_json_us']:.2f} over json"
+        add(f"tools/call {name} (handle_jsonrpc)", entry, extra)
+    token = inproc.get("promise_token")
+    extra = ""
+    if token and token.get("status") == "ok":
+        extra = f"seal {token['seal_us']:.2f} | open {token['open_us']:.2f}"
+    add("promise token seal + open", token, extra)
+    codec = inproc.get("grpc_codec", {})
+    entry = codec.get("mcplite")
+    extra = ""
+    if entry and entry.get("status") == "ok":
+        extra = f"decode {entry['decode_us']:.2f} | encode {entry['encode_us']:.2f}"
+        if entry.get("with_dispatch_us"):
+            extra += f" | with dispatch {entry['with_dispatch_us']:.2f}"
+    add("gRPC codec, echo (mcplite)", entry, extra)
+    add("gRPC codec, echo (protobuf upb)", codec.get("protobuf"))
+    add("gRPC codec, echo (naive betterproto)", codec.get("betterproto"))
+    if inproc.get("tools_source"):
+        notes.append(f"  tools: {inproc['tools_source']}; entry: {inproc.get('entry', '-')}")
+    text = _table(["in-process (us per call)", "median", "p50", "p99", "split / note"], rows)
+    return text + ("\n" + "\n".join(notes) if notes else "")
+
+
+def _memory_table(memory: dict[str, Any]) -> str:
+    rows: list[list[str]] = []
+    for server, entry in memory.items():
+        if not isinstance(entry, dict):
+            continue
+        idle = entry.get("idle_connections")
+        if idle:
+            if idle.get("status") == "ok":
+                rows.append(
+                    [
+                        server,
+                        f"idle keep-alive conn ({idle['connections']})",
+                        f"{idle['per_connection_kib']:.2f} KiB",
+                    ]
+                )
+            else:
+                rows.append([server, "idle keep-alive conn", f"n/a: {idle.get('note', '')[:90]}"])
+        promises = entry.get("promises")
+        if promises:
+            if promises.get("status") == "ok":
+                rows.append(
+                    [
+                        server,
+                        f"pending promises ({promises['promises']})",
+                        f"{promises['delta_mib']:.2f} MiB"
+                        f" -> {promises['per_10k_mib']:.2f} MiB per 10k",
+                    ]
+                )
+            else:
+                rows.append([server, "pending promises", f"n/a: {promises.get('note', '')[:90]}"])
+        if entry.get("note"):
+            rows.append([server, "-", str(entry["note"])[:160]])
+    return _table(["server", "memory", "RSS growth"], rows)
+
+
+def render(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    parts = [
+        f"mcplite benchmark - {meta['timestamp']} - {'quick' if meta['quick'] else 'full'} mode",
+        f"pinning: {meta['pinning']}",
+        f"HTTP generator: {meta['http_generator']}; gRPC generator: {meta['grpc_generator']}; "
+        f"{meta['duration_s']:g} s per pass, {meta['rounds']} interleaved round(s), medians",
+    ]
+    parts += [f"note: {note}" for note in results.get("notes", [])]
+    if "inprocess" in results:
+        parts += ["", _inprocess_table(results["inprocess"])]
+    http = results.get("http")
+    if http:
+        parts += ["", f"HTTP POST tools/call echo ({http['workload']})"]
+        parts.append(_load_table(http, ["bare_h11", "mcp_sdk"]))
+    for kind, title in (("unary", "gRPC CallTool echo"), ("stream", "gRPC CallToolStream echo")):
+        section = results.get("grpc", {}).get(kind)
+        if section:
+            parts += ["", title, _load_table(section, ["grpcio", "naive_grpclib"])]
+    if results.get("memory"):
+        parts += ["", _memory_table(results["memory"])]
+    checks = results.get("targets", [])
+    if checks:
+        rows = [
+            [
+                c["name"],
+                "-" if c["value"] is None else f"{c['value']:g} {c['unit']}",
+                c["target"],
+                {True: "MET", False: "MISSED", None: "n/a"}[c["met"]],
+            ]
+            for c in checks
+        ]
+        parts += ["", _table(["target", "measured", "wanted", "status"], rows)]
+    return "\n".join(parts)
+
+
+def plot(results: dict[str, Any], path: Path) -> str | None:
+    """Bar charts of req/s and p99 per server; returns a note instead when impossible."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot (pip install -e '.[bench]')"
+    sections: list[tuple[str, dict[str, Any]]] = []
+    if results.get("http"):
+        sections.append(("HTTP tools/call echo", results["http"]))
+    for kind, title in (("unary", "gRPC CallTool"), ("stream", "gRPC CallToolStream")):
+        section = results.get("grpc", {}).get(kind)
+        if section:
+            sections.append((title, section))
+    if not sections:
+        return "nothing to plot"
+    fig, axes = plt.subplots(len(sections), 2, figsize=(13, 3.6 * len(sections)), squeeze=False)
+    for (title, section), (ax_rps, ax_p99) in zip(sections, axes, strict=True):
+        names = [n for n, e in section.get("servers", {}).items() if e.get("status") == "ok"]
+        conns_list = section.get("conns", [])
+        width = 0.8 / max(1, len(conns_list))
+        for i, conns in enumerate(conns_list):
+            xs = [j + i * width for j in range(len(names))]
+            rps = [_figure(section, n, conns, "rps") or 0.0 for n in names]
+            p99 = [(_figure(section, n, conns, "p99_us") or 0.0) / 1000 for n in names]
+            bars = ax_rps.bar(xs, rps, width, label=f"{conns} conn")
+            ax_rps.bar_label(bars, fmt="%.0f", fontsize=7)
+            bars = ax_p99.bar(xs, p99, width, label=f"{conns} conn")
+            ax_p99.bar_label(bars, fmt="%.1f", fontsize=7)
+        for ax, label in ((ax_rps, "req/s"), (ax_p99, "p99 latency (ms)")):
+            ax.set_title(f"{title}: {label}")
+            ax.set_xticks([j + width * (len(conns_list) - 1) / 2 for j in range(len(names))])
+            ax.set_xticklabels(names, rotation=15, fontsize=8)
+            ax.legend(fontsize=8)
+            ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"mcplite benchmark {results['meta']['timestamp']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
