@@ -33,7 +33,6 @@ class Config:
 
     # gRPC limits.
     grpc_max_message_size: int = 4 * MiB  # RESOURCE_EXHAUSTED
-    grpc_max_concurrent_streams: int = 100
 
     # Promises.  A call still running after `promise_after` seconds answers with a
     # promise.  5 s: well inside the 30-60 s timeouts of common HTTP clients,

@@ -1,0 +1,531 @@
+"""The gRPC binding: spec section 5's ``mcplite.MCPLite`` service on grpclib.
+
+It only translates between the wire and the :class:`Dispatcher` (the one dispatch
+path of every binding); it decides nothing about tools.
+
+Messages.  ``CallTool`` and ``CallToolStream`` requests and responses are read and
+written by :mod:`.codec` (the hot path); grpclib only frames bytes: the handlers
+declare :class:`RawMessage` as their message type, which passes grpclib's default
+``ProtoCodec`` untouched.  ``GetTools`` answers with ``ToolsList`` bytes encoded
+once per list of tool definitions.
+
+Streaming.  Each :class:`~mcplite.envelope.Partial` becomes a ``ToolResponse`` with
+``result = {"partial": value}`` and NO ``meta`` (spec A.4); the final ``Result`` is
+the one message with ``meta``.
+
+Errors.  An :class:`~mcplite.errors.MCPLiteError` becomes its ``grpc_status`` with
+its message (``NOT_FOUND`` says ``Tool not found: NAME``; ``INVALID_ARGUMENT``
+names each field).  Its structured ``data`` (spec A.5: ``requested_tool``,
+``available_tools``, ``suggestion``; ``errors``; ``error_id``; ``retry_after``) goes
+in the trailing metadata, twice:
+
+* ``mcplite-error-data``: the data as a compact JSON object (ASCII, so it is a
+  legal header value).  Any gRPC client reads it from the trailing metadata, e.g.
+  ``json.loads(dict(err.trailing_metadata())["mcplite-error-data"])`` in grpcio.
+* ``grpc-status-details-bin``: the standard rich error model, a ``google.rpc.Status``
+  with one ``google.rpc.ErrorInfo`` (``domain`` ``"mcplite"``, ``reason`` the error
+  class in UPPER_SNAKE such as ``TOOL_NOT_FOUND``, ``metadata`` each data entry,
+  non-strings as JSON), as the spec's A.5 sketches; readable with
+  ``grpc_status.rpc_status.from_call``.  Sent only when the server uses
+  :class:`ErrorDetailsCodec` (as :func:`create_server` does).
+
+Data over :data:`ERROR_DATA_LIMIT` bytes of JSON is cut down (the list of
+``available_tools`` is shortened and ``"truncated": true`` added), because clients
+reject large trailers (grpcio's default limit is 8 KiB) and would then lose the
+status itself.
+
+An unexpected exception becomes ``INTERNAL`` with an error id; the traceback goes
+to the ``mcplite.grpc`` log with that id, never on the wire.
+
+Limits.  A request message over ``max_message_size`` (default 4 MiB, as grpcio's)
+is refused with ``RESOURCE_EXHAUSTED`` from its 5-byte length prefix, before its
+body is read; a malformed one is ``INVALID_ARGUMENT``, a compressed one
+``UNIMPLEMENTED``.  When the client's ``grpc-timeout`` passes before a result,
+grpclib cancels the handler (and so the dispatcher's call, which cancels the tool)
+and answers ``DEADLINE_EXCEEDED``.
+
+Serving.  :class:`GrpcServer` is what the CLI runs: ``start(host, port)``, ``port``,
+and a graceful ``shutdown(grace)``: new calls are refused with ``UNAVAILABLE``
+(which clients retry), calls in flight get ``grace`` seconds, then the rest are
+cancelled and the connections closed with a GOAWAY.  :func:`create_server` gives a
+bare grpclib ``Server`` for embedding.
+
+grpclib internals used, each because grpclib 0.4 has no public way (checked on
+0.4.9 and covered by tests/test_grpc_service.py): ``Stream._stream`` to read the
+length prefix before the body; ``Server._protocol_factory`` and ``_server`` to
+close connections and tell the port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+import re
+import secrets
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from grpclib.config import Configuration
+from grpclib.const import Cardinality, Handler, Status
+from grpclib.encoding.base import StatusDetailsCodecBase
+from grpclib.exceptions import GRPCError
+from grpclib.protocol import H2Protocol
+from grpclib.server import Server, Stream
+
+from .. import __version__
+from ..config import Config
+from ..envelope import Partial, ResponseType, Result
+from ..errors import MCPLiteError, ToolNotFound
+from .codec import (
+    CodecError,
+    ErrorInfo,
+    ResponseMeta,
+    ResponseTypeCode,
+    decode_tool_request,
+    encode_rpc_status,
+    encode_tool_response,
+    encode_tools_list,
+)
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "ERROR_DATA_KEY",
+    "ERROR_DATA_LIMIT",
+    "DispatcherLike",
+    "ErrorDetailsCodec",
+    "GrpcServer",
+    "MCPLiteService",
+    "RawMessage",
+    "create_server",
+    "response_meta",
+]
+
+log = logging.getLogger("mcplite.grpc")
+
+#: Largest request message accepted, in bytes (grpcio's default receive limit).
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+#: Trailing metadata key of the JSON error data.
+ERROR_DATA_KEY = "mcplite-error-data"
+#: Largest JSON error data sent, in bytes.
+ERROR_DATA_LIMIT = 2048
+
+_SERVICE = "/mcplite.MCPLite/"
+
+_Handler = Callable[[Stream[Any, Any]], Awaitable[None]]
+
+_RESPONSE_TYPE_CODES: dict[ResponseType, int] = {
+    ResponseType.ANSWER: ResponseTypeCode.ANSWER,
+    ResponseType.PROMISE: ResponseTypeCode.PROMISE,
+    ResponseType.ELICITATION: ResponseTypeCode.ELICITATION,
+    ResponseType.FAILURE: ResponseTypeCode.FAILURE,
+    ResponseType.MORE_RESOURCES: ResponseTypeCode.REQUEST_FOR_MORE_RESOURCE,
+}
+
+
+class DispatcherLike(Protocol):
+    """What the service needs of :class:`mcplite.dispatch.Dispatcher`."""
+
+    def tool_definitions(self) -> list[dict[str, Any]]: ...
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> Result: ...
+
+    def stream(
+        self, name: str, arguments: dict[str, Any] | None
+    ) -> AsyncIterator[Partial | Result]: ...
+
+
+class RawMessage:
+    """Serialized message bytes that grpclib's ``ProtoCodec`` passes through as they are
+    (it only calls ``FromString`` and ``SerializeToString``)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    @classmethod
+    def FromString(cls, data: bytes) -> RawMessage:
+        return cls(data)
+
+    def SerializeToString(self) -> bytes:
+        return self.data
+
+
+class ErrorDetailsCodec(StatusDetailsCodecBase):
+    """grpclib status-details codec writing ``grpc-status-details-bin`` as a
+    ``google.rpc.Status`` with ``google.rpc.ErrorInfo`` details, without protobuf."""
+
+    def encode(self, status: Status, message: str | None, details: Any) -> bytes:
+        infos = [details] if isinstance(details, ErrorInfo) else list(details)
+        return encode_rpc_status(status.value, message or "", infos)
+
+    def decode(self, status: Status, message: str | None, data: bytes) -> Any:
+        return data  # a server never decodes details
+
+
+class MCPLiteService:
+    """The ``mcplite.MCPLite`` service over a dispatcher, for ``grpclib.server.Server``.
+
+    ``max_message_size`` bounds a request message in bytes (RESOURCE_EXHAUSTED above).
+    """
+
+    def __init__(
+        self, dispatcher: DispatcherLike, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    ) -> None:
+        if max_message_size < 0:
+            raise ValueError("max_message_size must not be negative")
+        self._dispatcher = dispatcher
+        self._max_message_size = max_message_size
+        self._tool_definitions: list[dict[str, Any]] | None = None
+        self._tools_list = b""
+        self._active: set[asyncio.Task[Any]] = set()
+        self.draining = False
+
+    def __mapping__(self) -> dict[str, Handler]:
+        return {
+            _SERVICE + "GetTools": Handler(
+                self._tracked(self._get_tools), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+            ),
+            _SERVICE + "CallTool": Handler(
+                self._tracked(self._call_tool), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+            ),
+            _SERVICE + "CallToolStream": Handler(
+                self._tracked(self._call_tool_stream),
+                Cardinality.UNARY_STREAM,
+                RawMessage,
+                RawMessage,
+            ),
+        }
+
+    async def drain(self, grace: float) -> bool:
+        """Refuse new calls (UNAVAILABLE, which clients retry) and wait up to ``grace``
+        seconds for the calls in flight; True if none is left."""
+        self.draining = True
+        if self._active:
+            await asyncio.wait(set(self._active), timeout=grace)
+        return not self._active
+
+    def _tracked(self, handler: _Handler) -> _Handler:
+        """``handler`` refusing calls while draining and counted while it runs."""
+
+        async def run(stream: Stream[RawMessage, RawMessage]) -> None:
+            if self.draining:
+                raise GRPCError(Status.UNAVAILABLE, "the server is shutting down")
+            task = asyncio.current_task()
+            assert task is not None
+            self._active.add(task)
+            try:
+                await handler(stream)
+            finally:
+                self._active.discard(task)
+
+        return run
+
+    # --- handlers ---------------------------------------------------------------
+
+    async def _get_tools(self, stream: Stream[RawMessage, RawMessage]) -> None:
+        await self._recv_request(stream)  # Empty: nothing to read in it
+        try:
+            definitions = self._dispatcher.tool_definitions()
+            # The dispatcher caches its list; encode again only when it is a new one.
+            if definitions is not self._tool_definitions:
+                self._tools_list = encode_tools_list(definitions)
+                self._tool_definitions = definitions
+        except Exception:
+            await self._send_unexpected(stream, "GetTools")
+            return
+        await stream.send_message(RawMessage(self._tools_list))
+
+    async def _call_tool(self, stream: Stream[RawMessage, RawMessage]) -> None:
+        name, arguments = _decode_request(await self._recv_request(stream))
+        try:
+            result = await self._dispatcher.call(name, arguments)
+            response = encode_tool_response(result.body, response_meta(result))
+        except MCPLiteError as err:
+            await _send_error(stream, err)
+            return
+        except Exception:
+            await self._send_unexpected(stream, "CallTool")
+            return
+        await stream.send_message(RawMessage(response))
+
+    async def _call_tool_stream(self, stream: Stream[RawMessage, RawMessage]) -> None:
+        name, arguments = _decode_request(await self._recv_request(stream))
+        parts: AsyncIterator[Partial | Result] | None = None
+        try:
+            parts = self._dispatcher.stream(name, arguments)
+            async for item in parts:
+                if isinstance(item, Partial):
+                    message = encode_tool_response({"partial": item.value}, None)
+                else:
+                    message = encode_tool_response(item.body, response_meta(item))
+                await stream.send_message(RawMessage(message))
+        except MCPLiteError as err:
+            await _send_error(stream, err)
+        except Exception:
+            await self._send_unexpected(stream, "CallToolStream")
+        finally:
+            # Stop the tool when we stop early (error, cancellation, client gone).
+            aclose = getattr(parts, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    # --- helpers ----------------------------------------------------------------
+
+    async def _recv_request(self, stream: Stream[RawMessage, RawMessage]) -> bytes:
+        """Read the one request message, refusing an oversized one by its prefix.
+
+        grpclib has no per-message limit and buffers a whole message before its
+        codec sees it, so this reads the gRPC length-prefixed framing itself from
+        grpclib's HTTP/2 stream (``Stream._stream``, grpclib 0.4.x) with the same
+        calls as ``grpclib.stream.recv_message``.  Raises GRPCError.
+        """
+        h2_stream = stream._stream
+        try:
+            prefix = await h2_stream.recv_data(5)
+            if len(prefix) != 5:
+                raise GRPCError(Status.INVALID_ARGUMENT, "missing request message")
+            if prefix[0]:
+                raise GRPCError(Status.UNIMPLEMENTED, "compressed messages are not supported")
+            size = int.from_bytes(prefix[1:], "big")
+            if size > self._max_message_size:
+                raise GRPCError(
+                    Status.RESOURCE_EXHAUSTED,
+                    f"request message is {size} bytes, more than the limit of "
+                    f"{self._max_message_size}",
+                )
+            data = await h2_stream.recv_data(size)
+        except AssertionError:  # grpclib's Buffer: the stream ended mid-message
+            raise GRPCError(Status.INVALID_ARGUMENT, "truncated request message") from None
+        if len(data) != size:
+            raise GRPCError(Status.INVALID_ARGUMENT, "truncated request message")
+        return data
+
+    async def _send_unexpected(self, stream: Stream[RawMessage, RawMessage], method: str) -> None:
+        error_id = secrets.token_hex(6)
+        log.exception("unexpected error in gRPC %s (error id %s)", method, error_id)
+        await _send_status(
+            stream,
+            Status.INTERNAL,
+            f"Internal error (error id {error_id})",
+            "INTERNAL_ERROR",
+            {"error_id": error_id},
+        )
+
+
+def _decode_request(data: bytes) -> tuple[str, dict[str, Any]]:
+    """``ToolRequest`` bytes to ``(name, arguments)``; GRPCError INVALID_ARGUMENT if malformed."""
+    try:
+        return decode_tool_request(data)
+    except CodecError as err:
+        raise GRPCError(Status.INVALID_ARGUMENT, str(err)) from None
+
+
+def response_meta(result: Result) -> ResponseMeta:
+    """The ``ResponseMeta`` of a result (the gRPC form of ``Result.meta()``).
+
+    ``extra_meta["promise_token"]`` and ``["expires_at"]`` (ISO 8601, datetime or
+    epoch seconds) get their typed fields; every other entry goes to ``extra``.
+    """
+    token = ""
+    expires_at = 0
+    extra: dict[str, Any] | None = None
+    if result.extra_meta:
+        extra = dict(result.extra_meta)
+        token = str(extra.pop("promise_token", "") or "")
+        if "expires_at" in extra:
+            millis = _epoch_ms(extra["expires_at"])
+            if millis is not None:
+                expires_at = millis
+                del extra["expires_at"]
+    elapsed = round(result.processing_time_ms)
+    return ResponseMeta(
+        response_type=_RESPONSE_TYPE_CODES[result.response_type],
+        promise_token=token,
+        timestamp=int(result.timestamp * 1000),
+        processing_time_ms=min(max(elapsed, 0), 2**31 - 1),
+        server_version=__version__,
+        expires_at=expires_at,
+        extra=extra or None,
+    )
+
+
+def _epoch_ms(moment: Any) -> int | None:
+    """Epoch milliseconds of an ISO 8601 string, a datetime or epoch seconds, else None."""
+    if isinstance(moment, str):
+        try:
+            moment = datetime.datetime.fromisoformat(moment)
+        except ValueError:
+            return None
+    if isinstance(moment, datetime.datetime):
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        return int(moment.timestamp() * 1000)
+    if isinstance(moment, int | float) and not isinstance(moment, bool):
+        return int(moment * 1000)
+    return None
+
+
+async def _send_error(stream: Stream[Any, Any], err: MCPLiteError) -> None:
+    """End a call with the gRPC status of ``err``, its data in trailing metadata."""
+    message = err.message
+    if isinstance(err, ToolNotFound):
+        message = f"Tool not found: {err.name}"
+    await _send_status(
+        stream, Status(err.grpc_status), message, _reason(type(err).__name__), err.data
+    )
+
+
+async def _send_status(
+    stream: Stream[Any, Any],
+    status: Status,
+    message: str,
+    reason: str,
+    data: Mapping[str, Any] | None,
+) -> None:
+    metadata: dict[str, str | bytes] = {}
+    details = None
+    if data:
+        text, data = _error_data_json(data)
+        metadata[ERROR_DATA_KEY] = text
+        if isinstance(getattr(stream, "_status_details_codec", None), ErrorDetailsCodec):
+            # Only our codec knows ErrorInfo; grpclib's protobuf one would choke on it.
+            details = ErrorInfo(reason, "mcplite", _string_map(data))
+    await stream.send_trailing_metadata(
+        status=status, status_message=message, status_details=details, metadata=metadata
+    )
+
+
+def _error_data_json(data: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """Compact ASCII JSON of ``data``, cut down to ERROR_DATA_LIMIT; and the data sent."""
+    text = _json(data)
+    if len(text) <= ERROR_DATA_LIMIT:
+        return text, data
+    trimmed = dict(data)
+    trimmed["truncated"] = True
+    tools = trimmed.get("available_tools")
+    if isinstance(tools, Sequence) and not isinstance(tools, str):
+        kept = list(tools)
+        while kept:
+            kept = kept[: len(kept) // 2]
+            trimmed["available_tools"] = kept
+            text = _json(trimmed)
+            if len(text) <= ERROR_DATA_LIMIT:
+                return text, trimmed
+    trimmed = {"truncated": True}
+    return _json(trimmed), trimmed
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True, default=str)
+
+
+def _string_map(data: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        str(key): value if isinstance(value, str) else _json(value) for key, value in data.items()
+    }
+
+
+def _reason(class_name: str) -> str:
+    """``ToolNotFound`` -> ``TOOL_NOT_FOUND`` (google.rpc.ErrorInfo's reason style)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", class_name).upper()
+
+
+class _Server(Server):
+    """grpclib's Server that also closes its clients' connections when it closes.
+
+    grpclib 0.4 leaves them open until each client goes away (it sends no GOAWAY:
+    grpclib issue #107), which keeps sockets alive after a shutdown and, from
+    Python 3.12 on, keeps ``wait_closed`` waiting.  So this keeps a weak set of its
+    connections (via grpclib's ``_protocol_factory``) and, on :meth:`close`, sends
+    each a GOAWAY and closes it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
+
+    def _protocol_factory(self) -> H2Protocol:
+        protocol = super()._protocol_factory()
+        self._protocols.add(protocol)
+        return protocol
+
+    def close(self) -> None:
+        super().close()  # stop listening; cancel the calls in flight
+        for protocol in list(self._protocols):
+            connection = getattr(protocol, "connection", None)  # set on connection_made
+            if connection is None or connection.is_closing():
+                continue
+            try:
+                connection._connection.close_connection()  # h2: GOAWAY
+                connection.flush()
+            except Exception:  # a connection in a state h2 refuses GOAWAY in
+                log.debug("no GOAWAY sent on closing a gRPC connection", exc_info=True)
+            protocol.processor.close("the server is closing")
+
+
+class GrpcServer:
+    """The gRPC binding as the CLI runs it: listen, tell the port, shut down gracefully.
+
+    Uses ``config.grpc_max_message_size`` and ``config.grace``.  grpclib keeps
+    h2's default of 100 concurrent streams per connection.
+    """
+
+    def __init__(self, dispatcher: DispatcherLike, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.service = MCPLiteService(
+            dispatcher, max_message_size=self.config.grpc_max_message_size
+        )
+        self._server: Server | None = None
+
+    async def start(self, host: str, port: int) -> None:
+        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`).
+
+        Raises OSError when the address cannot be bound.
+        """
+        self._server = _Server([self.service], status_details_codec=ErrorDetailsCodec())
+        await self._server.start(host, port)
+
+    @property
+    def port(self) -> int:
+        """The port listened on (grpclib keeps its asyncio server in ``_server``)."""
+        assert self._server is not None, "not started"
+        listening = self._server._server
+        assert isinstance(listening, asyncio.Server), "not started"
+        port: int = listening.sockets[0].getsockname()[1]
+        return port
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """Refuse new calls, let calls in flight finish within ``grace`` seconds (default
+        ``config.grace``), then close the listener and cancel what is left."""
+        if self._server is None:
+            return
+        grace = self.config.grace if grace is None else grace
+        await self.service.drain(grace)
+        self._server.close()  # and its connections
+        # grpclib waits for the cancelled handlers; a tool deaf to cancellation
+        # must not hold the shutdown forever.
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), timeout=1.0)
+        except TimeoutError:
+            log.warning("gRPC calls still running after shutdown; abandoning them")
+        self._server = None
+
+
+def create_server(
+    dispatcher: DispatcherLike,
+    *,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    config: Configuration | None = None,
+) -> Server:
+    """A grpclib Server with the MCPLite service and :class:`ErrorDetailsCodec`, whose
+    ``close()`` also closes the clients' connections (grpclib's leaves them open).
+
+    Call it inside the running event loop; then ``await server.start(host, port)``.
+    For a graceful shutdown use :class:`GrpcServer`.
+    """
+    service = MCPLiteService(dispatcher, max_message_size=max_message_size)
+    return _Server([service], status_details_codec=ErrorDetailsCodec(), config=config)

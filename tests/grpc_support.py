@@ -1,0 +1,168 @@
+"""Real protobuf classes and grpcio stubs, generated at test time by grpcio-tools.
+
+Peers we did not write: :func:`protos` runs ``grpc_tools.protoc`` (once per
+session, into a temporary directory) on our ``proto/mcplite.proto`` and on the
+spec's own proto (``tests/spec_mcplite.proto``), and builds the official
+protobuf message classes of each.
+
+Both files declare the same package ``mcplite`` (they must: the gRPC method paths
+are ``/mcplite.MCPLite/...``), so their generated ``_pb2`` modules cannot be
+imported into one process: protobuf's default descriptor pool refuses the
+duplicate symbols.  So protoc writes each file's descriptor set (what a
+``_pb2`` module embeds) and each gets its own ``DescriptorPool``; the message
+classes come from ``message_factory`` exactly as a ``_pb2`` module makes them,
+and :meth:`Protos.stub` builds the multi-callables a ``_pb2_grpc`` stub would.
+
+``google.rpc.Status`` and ``google.rpc.ErrorInfo`` (for ``grpc-status-details-bin``)
+are built the same way from their published definitions below, as
+googleapis-common-protos is not a dependency.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from grpc_tools import protoc
+
+ROOT = Path(__file__).resolve().parent.parent
+OUR_PROTO = ROOT / "proto" / "mcplite.proto"
+SPEC_PROTO = Path(__file__).resolve().parent / "spec_mcplite.proto"
+
+# google/rpc/status.proto and the ErrorInfo message of google/rpc/error_details.proto
+# (github.com/googleapis/googleapis), trimmed of options and comments.
+_RPC_PROTOS = {
+    "google/rpc/status.proto": """
+syntax = "proto3";
+package google.rpc;
+import "google/protobuf/any.proto";
+message Status {
+  int32 code = 1;
+  string message = 2;
+  repeated google.protobuf.Any details = 3;
+}
+""",
+    "google/rpc/error_details.proto": """
+syntax = "proto3";
+package google.rpc;
+message ErrorInfo {
+  string reason = 1;
+  string domain = 2;
+  map<string, string> metadata = 3;
+}
+""",
+}
+
+_METHODS = {
+    "GetTools": ("unary_unary", "Empty", "ToolsList"),
+    "CallTool": ("unary_unary", "ToolRequest", "ToolResponse"),
+    "CallToolStream": ("unary_stream", "ToolRequest", "ToolResponse"),
+}
+
+
+class Stub:
+    """What grpcio-tools' ``MCPLiteStub`` is: one multi-callable per method."""
+
+    def __init__(self, channel: grpc.Channel, messages: Protos) -> None:
+        for method, (kind, request, response) in _METHODS.items():
+            factory = getattr(channel, kind)
+            callable_ = factory(
+                f"/mcplite.MCPLite/{method}",
+                request_serializer=messages.cls(request).SerializeToString,
+                response_deserializer=messages.cls(response).FromString,
+            )
+            setattr(self, method, callable_)
+
+    GetTools: Any
+    CallTool: Any
+    CallToolStream: Any
+
+
+@dataclass(frozen=True)
+class Protos:
+    """The official protobuf classes of one compiled proto file."""
+
+    name: str
+    pool: descriptor_pool.DescriptorPool
+
+    def cls(self, message: str) -> Any:
+        """The message class ``mcplite.<message>`` (or a full name with a dot)."""
+        full = message if "." in message else f"mcplite.{message}"
+        return message_factory.GetMessageClass(self.pool.FindMessageTypeByName(full))
+
+    def enum_value(self, enum: str, name: str) -> int:
+        return int(self.pool.FindEnumTypeByName(f"mcplite.{enum}").values_by_name[name].number)
+
+    def stub(self, channel: grpc.Channel) -> Stub:
+        return Stub(channel, self)
+
+    def request(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        """A ``ToolRequest`` built the ordinary protobuf way."""
+        request = self.cls("ToolRequest")(name=name)
+        if arguments is not None:
+            json_format.ParseDict(arguments, request.arguments)
+        return request
+
+
+def _compile(source_dir: Path, relatives: list[str], out: Path) -> descriptor_pool.DescriptorPool:
+    """protoc the files into one descriptor set, loaded into a pool of their own."""
+    include = importlib.resources.files("grpc_tools") / "_proto"
+    status = protoc.main(
+        [
+            "grpc_tools.protoc",
+            f"-I{source_dir}",
+            f"-I{include}",
+            f"--descriptor_set_out={out}",
+            "--include_imports",
+            *relatives,
+        ]
+    )
+    if status != 0:
+        raise RuntimeError(f"protoc failed on {relatives} (exit {status})")
+    files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for file in files.file:  # dependencies first, as --include_imports writes them
+        pool.Add(file)
+    return pool
+
+
+@functools.cache
+def protos() -> dict[str, Protos]:
+    """``{"ours": ..., "spec": ..., "rpc": ...}``, compiled once per session."""
+    with tempfile.TemporaryDirectory(prefix="mcplite-protos-") as tmp:
+        work = Path(tmp)
+        sources = {"ours": (OUR_PROTO, "mcplite.proto"), "spec": (SPEC_PROTO, "mcplite.proto")}
+        result: dict[str, Protos] = {}
+        for name, (path, relative) in sources.items():
+            source_dir = work / name
+            source_dir.mkdir()
+            (source_dir / relative).write_bytes(path.read_bytes())
+            result[name] = Protos(name, _compile(source_dir, [relative], work / f"{name}.pb"))
+        rpc_dir = work / "rpc"
+        for relative, text in _RPC_PROTOS.items():
+            (rpc_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+            (rpc_dir / relative).write_text(text)
+        result["rpc"] = Protos("rpc", _compile(rpc_dir, list(_RPC_PROTOS), work / "rpc.pb"))
+    return result
+
+
+def to_python(value: Any) -> Any:
+    """An official ``Struct``/``Value``/``ListValue`` as plain Python, walked by hand
+    (json_format would refuse NaN and infinities)."""
+    full_name = value.DESCRIPTOR.full_name
+    if full_name == "google.protobuf.Struct":
+        return {key: to_python(item) for key, item in value.fields.items()}
+    if full_name == "google.protobuf.ListValue":
+        return [to_python(item) for item in value.values]
+    kind = value.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        return None
+    if kind in ("struct_value", "list_value"):
+        return to_python(getattr(value, kind))
+    return getattr(value, kind)
