@@ -21,6 +21,7 @@ __all__ = [
     "Overloaded",
     "ParseError",
     "PromiseTableFull",
+    "ShuttingDown",
     "ToolNotFound",
     "UnknownPromise",
 ]
@@ -32,6 +33,7 @@ _NOT_FOUND = 5
 _RESOURCE_EXHAUSTED = 8
 _UNIMPLEMENTED = 12
 _INTERNAL = 13
+_UNAVAILABLE = 14
 
 
 class MCPLiteError(Exception):
@@ -181,3 +183,11 @@ class DeadlineExceeded(MCPLiteError):
     jsonrpc_code = -32001
     grpc_status = _DEADLINE_EXCEEDED
     default_message = "Deadline exceeded"
+
+
+class ShuttingDown(MCPLiteError):
+    """The grace period after SIGTERM ended with this call or stream still open."""
+
+    jsonrpc_code = -32000
+    grpc_status = _UNAVAILABLE
+    default_message = "Server is shutting down"

@@ -78,7 +78,7 @@ from grpclib.server import Server, Stream
 from .. import __version__
 from ..config import Config
 from ..envelope import Partial, ResponseType, Result
-from ..errors import MCPLiteError, ToolNotFound
+from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
 from .codec import (
     CodecError,
     ErrorInfo,
@@ -183,6 +183,7 @@ class MCPLiteService:
         self._tools_list = b""
         self._active: set[asyncio.Task[Any]] = set()
         self.draining = False
+        self._closing = False
 
     def __mapping__(self) -> dict[str, Handler]:
         return {
@@ -206,6 +207,13 @@ class MCPLiteService:
         self.draining = True
         if self._active:
             await asyncio.wait(set(self._active), timeout=grace)
+        if self._active:
+            # Grace is over: end each call with UNAVAILABLE "Server is shutting
+            # down" (a stream's final word) rather than a bare reset.
+            self._closing = True
+            for task in self._active:
+                task.cancel()
+            await asyncio.wait(set(self._active), timeout=1.0)
         return not self._active
 
     def _tracked(self, handler: _Handler) -> _Handler:
@@ -219,6 +227,11 @@ class MCPLiteService:
             self._active.add(task)
             try:
                 await handler(stream)
+            except asyncio.CancelledError:
+                if not self._closing:
+                    raise
+                task.uncancel()
+                await _send_error(stream, ShuttingDown())
             finally:
                 self._active.discard(task)
 

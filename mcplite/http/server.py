@@ -26,7 +26,14 @@ import h11
 from ..config import Config
 from ..dispatch import Dispatcher, ToolStream, start_task
 from ..envelope import Partial, Result
-from ..errors import InternalError, InvalidRequest, MCPLiteError, Overloaded, ParseError
+from ..errors import (
+    InternalError,
+    InvalidRequest,
+    MCPLiteError,
+    Overloaded,
+    ParseError,
+    ShuttingDown,
+)
 from ..jsonrpc import JsonRpc, check_request, decode, encode, tool_call_params
 from . import sse
 
@@ -512,11 +519,7 @@ class HttpConnection(asyncio.Protocol):
                         break
                     await self._write_event(sse.frame("heartbeat", "{}"))
                 if next_item not in done:
-                    shutting_down = {
-                        "code": Overloaded.jsonrpc_code,
-                        "message": "Server is shutting down",
-                    }
-                    await self._write_event(sse.frame_json("error", shutting_down))
+                    await self._write_event(sse.frame_json("error", ShuttingDown().to_jsonrpc()))
                     break
                 try:
                     item = next_item.result()
