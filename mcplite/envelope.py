@@ -179,6 +179,11 @@ def content_of(value: Any) -> list[Any]:
 
 def to_result(value: Any, started: float, elapsed_ms: float) -> Result:
     """Wrap what a tool returned (or raised as :class:`Failure`) into a :class:`Result`."""
+    kind = type(value)
+    if kind is str:  # the common case first: one text item, no outcome checks
+        return Result(ResponseType.ANSWER, {"content": [_text(value)]}, started, elapsed_ms)
+    if kind is dict or kind is list:
+        return Result(ResponseType.ANSWER, {"content": content_of(value)}, started, elapsed_ms)
     if isinstance(value, Failure):
         failure: dict[str, Any] = {"message": value.message, "retryable": value.retryable}
         if value.reason is not None:
