@@ -170,15 +170,24 @@ class Dispatcher:
         self._admit()
         self.active += 1
         try:
+            # One coroutine for lookup, deadline and promise: every await level
+            # costs a little on the hot path.
             return await self._run(tool, args)
         finally:
             self.active -= 1
 
-    async def _run(self, tool: Tool, args: dict[str, Any]) -> Result:
+    def _run(self, tool: Tool, args: dict[str, Any]) -> Coroutine[Any, Any, Result]:
         started, t0 = time.time(), time.perf_counter()
         deadline = tool.promise_after
         if deadline is None:
             deadline = self.config.promise_after
+        if tool.context_param is None and math.isinf(deadline):
+            return self._complete(tool, args, started, t0)  # awaited by call() directly
+        return self._run_with_deadline(tool, args, started, t0, deadline)
+
+    async def _run_with_deadline(
+        self, tool: Tool, args: dict[str, Any], started: float, t0: float, deadline: float
+    ) -> Result:
         progress = None
         if tool.context_param is not None:
             progress = Progress()

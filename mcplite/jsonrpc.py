@@ -207,7 +207,11 @@ class JsonRpc:
             # Answer even without an id: an invalid request is no notification.
             return self._error_obj(_known_id(message), exc)
         try:
-            result = await self.call_method(method, params)
+            if method == "tools/call":  # inline: the hot path saves an await level
+                name, arguments = tool_call_params(params)
+                result = (await self.dispatcher.call(name, arguments)).to_json()
+            else:
+                result = await self.call_method(method, params)
         except MCPLiteError as exc:
             if request_id is _MISSING:
                 return None
