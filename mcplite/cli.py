@@ -1,5 +1,8 @@
 """``python -m mcplite serve MODULE[:ATTR]``: every binding on ONE asyncio loop.
 
+Also ``python -m mcplite tools URL`` and ``python -m mcplite call URL NAME k=v``,
+the client commands of :mod:`mcplite.client.cli`.
+
 ``MODULE:ATTR`` names a :class:`~mcplite.Tools` registry; ``MODULE`` alone looks
 for the attribute ``tools``.  SIGINT/SIGTERM stop accepting, give in-flight
 calls ``--grace`` seconds, then cancel what is left, and exit 0.
@@ -69,7 +72,7 @@ def _non_negative(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mcplite", description="Serve MCP-lite tools over HTTP/1.1 and gRPC."
+        prog="mcplite", description="Serve MCP-lite tools over HTTP/1.1 and gRPC, and call them."
     )
     parser.add_argument("--version", action="version", version=f"mcplite {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -199,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="log level",
     )
     proc.add_argument("--no-access-log", action="store_true", help="no log line per HTTP request")
+    from .client import cli as client_cli
+
+    client_cli.register(commands)
     return parser
 
 
@@ -308,6 +314,10 @@ async def _listen(name: str, host: str, port: int, starting: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("tools", "call"):
+        from .client import cli as client_cli
+
+        return client_cli.run(args)
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
