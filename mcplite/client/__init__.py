@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.parse
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
@@ -420,13 +420,14 @@ class BaseClient:
 
     async def stream(
         self, name: str, arguments: Mapping[str, Any] | None = None
-    ) -> AsyncIterator[Partial | Response]:
+    ) -> AsyncGenerator[Partial | Response, None]:
         """A streamed call: yields :class:`Partial` for each part as it arrives, then
         the final :class:`Response` (the aggregate of the parts, or the tool's outcome).
 
         Errors found before the tool starts raise on the first iteration; a tool
         that fails mid-stream raises :class:`InternalServerError` there.  Leaving
-        the loop early stops the tool.  The client's timeout bounds each wait for
+        the loop early (and ``aclose()``, or ``contextlib.aclosing``) stops the
+        tool.  The client's timeout bounds each wait for
         the next item (HTTP servers send heartbeats while a tool is quiet).
         """
         items = self.transport.stream(name, dict(arguments or {}), self.timeout)

@@ -54,7 +54,8 @@ class _Connection:
         self.writer = writer
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = time.monotonic()
-        self.got_bytes = False
+        self.got_bytes = False  # of the current response
+        self.eof = False
 
     def usable(self, idle_timeout: float) -> bool:
         return (
@@ -74,6 +75,8 @@ class _Connection:
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
+                if self.eof:
+                    raise self._closed() from None
                 raise TransportError(f"malformed HTTP response: {exc}") from None
             if event is not h11.NEED_DATA:
                 if isinstance(event, h11.ConnectionClosed):
@@ -81,13 +84,14 @@ class _Connection:
                 return event
             try:
                 data = await self.reader.read(_READ_SIZE)
-            except (ConnectionError, OSError) as exc:
+            except OSError as exc:
                 if not self.got_bytes:
                     raise _NoResponse from exc
                 raise TransportError(f"connection broken: {exc}") from None
             if not data and not self.got_bytes:
                 raise _NoResponse
             self.got_bytes = self.got_bytes or bool(data)
+            self.eof = not data
             conn.receive_data(data)
 
     def _closed(self) -> Exception:
@@ -218,7 +222,7 @@ class HttpTransport:
             try:
                 try:
                     await conn.send(self._request_bytes(conn, path, body, accept))
-                except (ConnectionError, OSError) as exc:
+                except OSError as exc:
                     if reused and attempt == 1:
                         self._discard(conn)
                         continue  # nothing was written: safe to send again
@@ -371,9 +375,9 @@ class HttpTransport:
 
 def _reason(exc: OSError) -> str:
     # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)": say what it was.
-    if exc.errno:
+    if exc.errno and exc.errno > 0:
         return os.strerror(exc.errno)
-    return str(exc) or type(exc).__name__
+    return exc.strerror or str(exc) or type(exc).__name__  # e.g. a resolver's error
 
 
 def _sse_item(kind: str, payload: str) -> Partial | dict[str, Any] | None:

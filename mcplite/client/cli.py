@@ -86,6 +86,28 @@ def _timeout(text: str) -> float:
     return value
 
 
+class _IntermixedParser(argparse.ArgumentParser):
+    """Lets options come between KEY=VALUE pairs (``call URL NAME --raw a=1 b=2``).
+
+    Plain argparse gives a ``nargs="*"`` positional only the words before the
+    first option; ``parse_known_intermixed_args`` takes them all.  It calls
+    ``parse_known_args`` itself, hence the flag.
+    """
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``tools`` and ``call`` subcommands to ``mcplite``'s subparsers."""
     url_help = "http://HOST:PORT/BASE (e.g. http://127.0.0.1:8080/mcp-lite/v1) or grpc://HOST:PORT"
@@ -110,6 +132,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "answer, 1 failure, 2 usage, 3 connection, 4 unknown tool, 5 invalid arguments, "
         "6 other protocol error, 7 timeout.",
     )
+    call.__class__ = _IntermixedParser  # made by the caller's parser class
     call.add_argument("url", metavar="URL", help=url_help)
     call.add_argument("name", metavar="NAME", help="the tool")
     call.add_argument("pairs", metavar="KEY=VALUE", nargs="*", help="an argument")

@@ -130,6 +130,4 @@ class SyncClient:
                 yield item
         finally:
             if not finished and not self._closed:
-                aclose = getattr(items, "aclose", None)
-                if aclose is not None:
-                    self._run(aclose())
+                self._run(items.aclose())
