@@ -14,61 +14,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SPEC_PROTO", "GeneratedStubs", "generate_stubs"]
+__all__ = ["GeneratedStubs", "generate_stubs"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PROTO = ROOT / "proto" / "mcplite.proto"
 
-# MCP-lite 0.042, sections 5.1 and 5.2, verbatim apart from the header lines.
-SPEC_PROTO = """\
-syntax = "proto3";
-package mcplite;
-
-import "google/protobuf/struct.proto";
-
-service MCPLite {
-  rpc GetTools(Empty) returns (ToolsList);
-  rpc CallTool(ToolRequest) returns (ToolResponse);
-  rpc CallToolStream(ToolRequest) returns (stream ToolResponse);
-}
-
-message Empty {}
-
-message Tool {
-  string name = 1;
-  string type = 2;  // @type field
-  string description = 3;
-  google.protobuf.Struct input_schema = 4;
-}
-
-message ToolsList {
-  repeated Tool tools = 1;
-}
-
-message ToolRequest {
-  string name = 1;
-  google.protobuf.Struct arguments = 2;
-}
-
-message ToolResponse {
-  google.protobuf.Struct result = 1;
-  ResponseMeta meta = 2;
-}
-
-message ResponseMeta {
-  ResponseType response_type = 1;
-  string promise_token = 2;  // if response_type == PROMISE
-  int64 timestamp = 3;
-  int32 processing_time_ms = 4;
-}
-
-enum ResponseType {
-  ANSWER = 0;
-  PROMISE = 1;
-  ELICITATION = 2;
-  FAILURE = 3;
-}
-"""
 
 BETTERPROTO_PACKAGE = "mcplite_bp"
 """Where the betterproto output goes, so it never shadows the real ``mcplite``."""
@@ -103,13 +53,9 @@ def generate_stubs(out: Path) -> GeneratedStubs:
     out.mkdir(parents=True, exist_ok=True)
     proto_dir = out / "proto"
     proto_dir.mkdir(exist_ok=True)
-    if PROJECT_PROTO.is_file():
-        text = PROJECT_PROTO.read_text()
-        source = "project proto/mcplite.proto"
-    else:
-        text = SPEC_PROTO
-        source = "spec section 5 (proto/mcplite.proto not found)"
-    (proto_dir / "mcplite.proto").write_text(text)
+    # Every server runs the same proto: the project's (additive to the spec's).
+    (proto_dir / "mcplite.proto").write_text(PROJECT_PROTO.read_text())
+    source = "project proto/mcplite.proto"
     well_known = str(Path(grpc_tools.__file__).parent / "_proto")
     env = dict(os.environ)
     # The betterproto plugin lives next to the interpreter in the venv.

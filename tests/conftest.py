@@ -22,6 +22,28 @@ from mcplite.http import HttpServer
 
 BASE = "/mcp-lite/v1"
 WAIT = 10.0  # upper bound of every wait in the tests, in seconds
+SECRET = b"test-secret-0123456789abcdef"
+
+
+def make_config(**overrides: Any) -> Config:
+    """A test Config: a fixed secret, no access log, and the given overrides."""
+    return Config(secret=SECRET, access_log=False, **overrides)
+
+
+@pytest.fixture
+def dispatchers() -> Iterator[list[Dispatcher]]:
+    """Dispatchers made by a test, closed (promised tasks, thread pool) when it ends."""
+    made: list[Dispatcher] = []
+    yield made
+    for dispatcher in made:
+        dispatcher.close()
+
+
+def serve(made: list[Dispatcher], tools: Tools, **overrides: Any) -> Dispatcher:
+    """An in-memory Dispatcher for ``tools``, closed with the ``dispatchers`` fixture."""
+    dispatcher = Dispatcher(tools, make_config(**overrides))
+    made.append(dispatcher)
+    return dispatcher
 
 
 @dataclass
@@ -40,6 +62,34 @@ class RunningServer:
     def run(self, coro: Any, timeout: float = WAIT) -> Any:
         """Run a coroutine on the server's loop and return its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def tasks(self) -> set[asyncio.Task[Any]]:
+        """The tasks alive on the server loop (besides the one asking)."""
+
+        async def alive() -> set[asyncio.Task[Any]]:
+            return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+
+        tasks: set[asyncio.Task[Any]] = self.run(alive())
+        return tasks
+
+    def settle(self, baseline: set[asyncio.Task[Any]], timeout: float) -> list[str]:
+        """Wait (bounded) until no call is active and no task beyond ``baseline`` is
+        left on the server loop; return what is left over (empty when settled)."""
+
+        async def wait() -> list[str]:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while True:
+                alive = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+                extra = alive - baseline
+                if not extra and self.dispatcher.active == 0:
+                    return []
+                if loop.time() > deadline:
+                    return [f"active={self.dispatcher.active}", *map(repr, extra)]
+                await asyncio.sleep(0.01)  # a bounded poll of the loop's own state
+
+        leftover: list[str] = self.run(wait(), timeout=timeout + WAIT)
+        return leftover
 
     def call_soon(self, fn: Callable[[], Any]) -> Any:
         async def wrapper() -> Any:
@@ -102,7 +152,7 @@ def start_server(
     tools: Tools, config: Config | None = None, *, grpc: bool = False
 ) -> RunningServer:
     """Start HTTP (and optionally gRPC) for ``tools`` on ephemeral ports."""
-    config = config or Config(secret=b"test-secret-0123456789abcdef", access_log=False)
+    config = config or make_config()
     loop = asyncio.new_event_loop()
     ready: Future[RunningServer] = Future()
 

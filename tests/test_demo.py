@@ -9,26 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import RunningServer, start_server
+from conftest import RunningServer, make_config, start_server
 
 import mcplite.demo
-from mcplite import Config, Dispatcher, InvalidParams, Partial, ResponseType, Result
+from mcplite import Dispatcher, InvalidParams, Partial, ResponseType, Result
 from mcplite.demo import tools as demo_tools
 
-SECRET = b"test-secret-0123456789abcdef"
 WAIT = 5.0  # upper bound of every wait in this file
-
-
-def make_config(**overrides: Any) -> Config:
-    return Config(secret=SECRET, access_log=False, **overrides)
-
-
-@pytest.fixture
-def dispatchers() -> Iterator[list[Dispatcher]]:
-    made: list[Dispatcher] = []
-    yield made
-    for dispatcher in made:
-        dispatcher.close()
 
 
 def serve(made: list[Dispatcher], **overrides: Any) -> Dispatcher:

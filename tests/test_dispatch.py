@@ -7,15 +7,15 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import pytest
+from conftest import make_config, serve
 
 from mcplite import (
     NEVER,
     Answer,
-    Config,
     Context,
     Dispatcher,
     Elicitation,
@@ -35,27 +35,7 @@ from mcplite import (
 from mcplite.dispatch import aggregate
 from mcplite.envelope import to_result
 
-SECRET = b"test-secret-0123456789abcdef"
 WAIT = 5.0  # upper bound of every wait in this file
-
-
-def make_config(**overrides: Any) -> Config:
-    return Config(secret=SECRET, access_log=False, **overrides)
-
-
-@pytest.fixture
-def dispatchers() -> Iterator[list[Dispatcher]]:
-    """Dispatchers made by a test, closed (thread pool and all) when it ends."""
-    made: list[Dispatcher] = []
-    yield made
-    for dispatcher in made:
-        dispatcher.close()
-
-
-def serve(made: list[Dispatcher], tools: Tools, **overrides: Any) -> Dispatcher:
-    dispatcher = Dispatcher(tools, make_config(**overrides))
-    made.append(dispatcher)
-    return dispatcher
 
 
 def text(s: str) -> dict[str, Any]:

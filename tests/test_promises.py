@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from conftest import SECRET, make_config
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,7 +44,6 @@ from mcplite.errors import PromiseTableFull
 from mcplite.promises import PromiseEntry, PromiseTable, TokenSealer
 from mcplite.tools import Progress
 
-SECRET = b"test-secret-0123456789abcdef"
 OLD_SECRET = b"old-secret-0123456789abcdefghij"
 WAIT = 5.0  # upper bound of every wait in this file
 T0 = 1_704_110_400.0  # 2024-01-01T12:00:00Z
@@ -129,19 +129,6 @@ class WatchedTable(PromiseTable):
         if len(self) == 0:
             self.emptied.set()
         return dropped
-
-
-def make_config(**overrides: Any) -> Config:
-    return Config(secret=SECRET, access_log=False, **overrides)
-
-
-@pytest.fixture
-def dispatchers() -> Iterator[list[Dispatcher]]:
-    """Dispatchers made by a test, closed (promised tasks, thread pool) when it ends."""
-    made: list[Dispatcher] = []
-    yield made
-    for dispatcher in made:
-        dispatcher.close()
 
 
 def serve(

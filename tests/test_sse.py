@@ -187,29 +187,6 @@ def assert_done_meta(event: Event, response_type: str = "answer") -> dict[str, A
     return result
 
 
-async def _tasks() -> set[asyncio.Task[Any]]:
-    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
-
-
-def settle(server: RunningServer, baseline: set[asyncio.Task[Any]], timeout: float) -> list[str]:
-    """Wait (bounded) until no call is active and no task beyond ``baseline`` is
-    left on the server loop; return what is left over (empty when settled)."""
-
-    async def wait() -> list[str]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            extra = await _tasks() - baseline
-            if not extra and server.dispatcher.active == 0:
-                return []
-            if loop.time() > deadline:
-                return [f"active={server.dispatcher.active}", *map(repr, extra)]
-            await asyncio.sleep(0.01)
-
-    leftover: list[str] = server.run(wait(), timeout=timeout + WAIT)
-    return leftover
-
-
 # --- A.4: the demo report ------------------------------------------------------
 
 
@@ -349,7 +326,7 @@ def test_a_part_that_json_cannot_hold_ends_the_stream_with_an_error_event(
     events = read_stream(server, "bad_part")
     assert [e.event for e in events] == ["message", "error"], events
     assert events[1].json()["code"] == -32603
-    leftover = settle(server, set(), 2.0)
+    leftover = server.settle(set(), 2.0)
     assert not leftover, leftover
 
 
@@ -437,14 +414,14 @@ def test_a_client_that_disconnects_mid_stream_stops_the_tool_and_leaks_nothing(
     serve: Callable[..., RunningServer], probe: Probe
 ) -> None:
     server = serve(heartbeat=0.05)
-    baseline = server.run(_tasks())
+    baseline = server.tasks()
     sock, reader, head = open_stream(server, "hang")
     with sock:
         first = next(reader.events(head))
         assert first.json() == {"partial": "tick"}
         assert server.dispatcher.active == 1
     assert probe.closed.wait(2.0), "the generator's finally did not run after the disconnect"
-    leftover = settle(server, baseline, 1.0)
+    leftover = server.settle(baseline, 1.0)
     assert not leftover, leftover
 
 
@@ -452,7 +429,7 @@ def test_a_slow_reader_holds_the_generator_back(
     serve: Callable[..., RunningServer], probe: Probe
 ) -> None:
     server = serve()
-    baseline = server.run(_tasks())
+    baseline = server.tasks()
     sock, _, head = open_stream(server, "firehose", rcvbuf=32 * 1024)
     with sock:
         assert head.status == 200
@@ -471,7 +448,7 @@ def test_a_slow_reader_holds_the_generator_back(
         stalled_at = probe.yielded
     assert 2 <= stalled_at < 200, stalled_at
     assert probe.closed.wait(2.0), "the generator's finally did not run after the disconnect"
-    leftover = settle(server, baseline, 1.0)
+    leftover = server.settle(baseline, 1.0)
     assert not leftover, leftover
 
 
@@ -482,11 +459,11 @@ def test_a_client_that_closes_mid_stream_stops_a_silent_tool_without_waiting_for
     # complete, so end-of-input can only mean the client is gone: the tool must
     # stop now, not at the next heartbeat write (here 30 s away).
     server = serve(heartbeat=30.0)
-    baseline = server.run(_tasks())
+    baseline = server.tasks()
     sock, reader, head = open_stream(server, "hang")
     with sock:
         first = next(reader.events(head))
         assert first.json() == {"partial": "tick"}
     assert probe.closed.wait(2.0), "the tool still runs 2 s after its client closed"
-    leftover = settle(server, baseline, 1.0)
+    leftover = server.settle(baseline, 1.0)
     assert not leftover, leftover

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import pytest
+from conftest import serve
 
-from mcplite import ALWAYS, NEVER, Config, Context, Dispatcher, Field, InvalidParams, Tools
+from mcplite import ALWAYS, NEVER, Context, Dispatcher, Field, InvalidParams, Tools
 from mcplite.envelope import ResponseType
 from mcplite.tools import Kind, Tool
-
-SECRET = b"test-secret-0123456789abcdef"
 
 
 class Depth(enum.Enum):
@@ -38,25 +37,6 @@ class Plan:
     name: str
     windows: list[Window]
     fallback: Window | None = None
-
-
-def make_config(**overrides: Any) -> Config:
-    return Config(secret=SECRET, access_log=False, **overrides)
-
-
-@pytest.fixture
-def dispatchers() -> Iterator[list[Dispatcher]]:
-    """Dispatchers made by a test, closed (thread pool and all) when it ends."""
-    made: list[Dispatcher] = []
-    yield made
-    for dispatcher in made:
-        dispatcher.close()
-
-
-def serve(made: list[Dispatcher], tools: Tools, **overrides: Any) -> Dispatcher:
-    dispatcher = Dispatcher(tools, make_config(**overrides))
-    made.append(dispatcher)
-    return dispatcher
 
 
 # --- the decorator --------------------------------------------------------------

@@ -381,6 +381,9 @@ class HttpConnection(asyncio.Protocol):
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self.task = None
         if task.cancelled():
+            # The client left (FIN or reset) or the server is closing: this
+            # connection has nobody to answer; close it so it cannot linger.
+            self.abort()
             return
         exc = task.exception()
         if exc is not None:
