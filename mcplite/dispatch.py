@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from .config import Config
 from .envelope import (
@@ -197,12 +197,12 @@ class Dispatcher:
 
         if deadline == 0 and not self._has_room():
             raise PromiseTableFull(retry_after=self.config.retry_after)
-        task = start_task(self._complete(tool, args, started, t0))
+        task = start_task(self._complete(tool, args, started, t0, True))
         promised = False
         try:
             # ALWAYS (0) means a promise even for a tool that is already done.
             if deadline > 0 and await _wait_done(task, deadline):
-                return task.result()
+                return _unwrap(task.result())
             try:
                 entry = self.promises.put(tool.name, task, progress)
             except PromiseTableFull:
@@ -218,9 +218,22 @@ class Dispatcher:
         has_room = getattr(self.promises, "has_room", None)
         return bool(has_room()) if has_room is not None else True
 
+    @overload
     async def _complete(
         self, tool: Tool, args: dict[str, Any], started: float, t0: float
-    ) -> Result:
+    ) -> Result: ...
+
+    @overload
+    async def _complete(
+        self, tool: Tool, args: dict[str, Any], started: float, t0: float, keep: Literal[True]
+    ) -> Result | MCPLiteError: ...
+
+    async def _complete(
+        self, tool: Tool, args: dict[str, Any], started: float, t0: float, keep: bool = False
+    ) -> Result | MCPLiteError:
+        """Run the tool and wrap its outcome.  Protocol errors are raised, or with
+        ``keep`` returned: a promised task then never ends in an exception, so it
+        needs no callback to mark one retrieved (memory per pending promise)."""
         try:
             if tool.kind is Kind.ASYNC:
                 value = await tool.fn(**args)
@@ -233,14 +246,20 @@ class Dispatcher:
                 value = await self._drain(tool, args)
         except Failure as failure:
             value = failure
-        except MCPLiteError:
+        except MCPLiteError as exc:
+            if keep:
+                return exc.with_traceback(None)
             raise
         except asyncio.CancelledError as exc:
             if _being_cancelled():
                 raise
             # A tool that raises CancelledError of its own accord has a bug.
+            if keep:
+                return self.internal_error(tool.name, exc)
             raise self.internal_error(tool.name, exc) from None
         except Exception as exc:
+            if keep:
+                return self.internal_error(tool.name, exc)
             raise self.internal_error(tool.name, exc) from None
         if isinstance(value, Result):
             return value
@@ -346,9 +365,9 @@ class Dispatcher:
                 Failure("the operation was cancelled", reason="cancelled"), started, elapsed
             )
         exc = task.exception()
-        if exc is not None:
+        if exc is not None:  # a store whose tasks raise rather than return errors
             raise exc.with_traceback(None)
-        return task.result()
+        return _unwrap(task.result())
 
     async def _cancel(self, promise: str, **_: Any) -> Answer:
         entry = self.promises.get(promise)
@@ -475,6 +494,12 @@ class ToolStream:
 
 
 T = TypeVar("T")
+
+
+def _unwrap(outcome: Result | MCPLiteError) -> Result:
+    if isinstance(outcome, MCPLiteError):
+        raise outcome
+    return outcome
 
 
 def _being_cancelled() -> bool:

@@ -29,15 +29,18 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from .envelope import Result
-from .errors import ExpiredToken, InvalidToken, PromiseTableFull, UnknownPromise
+from .errors import ExpiredToken, InvalidToken, MCPLiteError, PromiseTableFull, UnknownPromise
 from .tools import Progress
 
 __all__ = ["PromiseEntry", "PromiseStore", "PromiseTable", "TokenSealer"]
 
 log = logging.getLogger("mcplite.promises")
+
+Outcome: TypeAlias = Result | MCPLiteError
+"""What a promised task ends with: protocol errors are returned, not raised."""
 
 _PREFIX = "prom_"
 _VERSION = 1
@@ -125,7 +128,7 @@ class PromiseEntry:
     # The token is not stored; it is sealed again from the id and expiry on demand.
     promise_id: bytes
     tool: str
-    task: asyncio.Future[Result]
+    task: asyncio.Future[Outcome]
     expires_at: float
     progress: Progress | None = None  # set when the tool takes a Context
     cancelled: bool = False
@@ -135,7 +138,7 @@ class PromiseStore(Protocol):
     """What the dispatcher needs from a promise store (in memory now, shared later)."""
 
     def put(
-        self, tool: str, task: asyncio.Future[Result], progress: Progress | None
+        self, tool: str, task: asyncio.Future[Outcome], progress: Progress | None
     ) -> PromiseEntry: ...
     def token(self, entry: PromiseEntry) -> str: ...
     def get(self, token: str) -> PromiseEntry: ...
@@ -179,7 +182,7 @@ class PromiseTable:
         return len(self._entries) < self._max
 
     def put(
-        self, tool: str, task: asyncio.Future[Result], progress: Progress | None
+        self, tool: str, task: asyncio.Future[Outcome], progress: Progress | None
     ) -> PromiseEntry:
         """Store a running task; raises :class:`PromiseTableFull` at the bound."""
         if not self.has_room():
@@ -188,7 +191,6 @@ class PromiseTable:
         expires_at = self._clock() + self._ttl
         entry = PromiseEntry(promise_id, tool, task, expires_at, progress)
         self._entries[promise_id] = entry
-        task.add_done_callback(_retrieve_exception)
         self._schedule_sweep()
         return entry
 
@@ -266,10 +268,3 @@ class PromiseTable:
         self.sweep()
         if self._entries:
             self._schedule_sweep()
-
-
-def _retrieve_exception(task: asyncio.Future[Result]) -> None:
-    # The outcome is read on redeem; mark it retrieved so that asyncio does not
-    # log "exception was never retrieved" for a promise nobody redeemed.
-    if not task.cancelled():
-        task.exception()
