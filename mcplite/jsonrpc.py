@@ -177,7 +177,29 @@ class JsonRpc:
             message = decode(body)
         except ParseError as exc:
             return Reply(self.error_bytes(None, exc))
-        if isinstance(message, list):
+        if type(message) is dict and message.get("method") == "tools/call":
+            # The hot path: a single call with a plain id and object params is
+            # answered here without the general path's extra await level.
+            # Anything less ordinary goes the general way, with the same answers.
+            request_id = message.get("id")
+            params = message.get("params")
+            if (
+                message.get("jsonrpc") == "2.0"
+                and (type(request_id) is str or type(request_id) is int)
+                and type(params) is dict
+                and type(name := params.get("name")) is str
+            ):
+                try:
+                    result = await self.dispatcher.call(name, params.get("arguments"))
+                except MCPLiteError as exc:
+                    return self._error_reply(request_id, exc, name)
+                answer: dict[str, Any] = {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": result.to_json(),
+                }
+                return Reply(self._encode_reply(answer), None, name)
+        elif isinstance(message, list):
             return await self._batch(message)
         tool = _tool_name(message)
         reply = await self.handle_message(message)
@@ -188,6 +210,10 @@ class JsonRpc:
         if error is not None and error["code"] == Overloaded.jsonrpc_code:
             retry_after = error.get("data", {}).get("retry_after")
         return Reply(self._encode_reply(reply), retry_after, tool)
+
+    def _error_reply(self, request_id: Any, error: MCPLiteError, tool: str | None) -> Reply:
+        retry_after = error.retry_after if isinstance(error, Overloaded) else None
+        return Reply(self.error_bytes(request_id, error), retry_after, tool)
 
     async def _batch(self, messages: list[Any]) -> Reply:
         if not messages:
