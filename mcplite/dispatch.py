@@ -236,7 +236,9 @@ class Dispatcher:
         needs no callback to mark one retrieved (memory per pending promise)."""
         try:
             if tool.kind is Kind.ASYNC:
-                value = await tool.fn(**args)
+                running = tool.fn(**args)
+                del args  # the tool's frame has them; a pending promise keeps no copy
+                value = await running
             elif tool.kind is Kind.SYNC:
                 loop = asyncio.get_running_loop()
                 value = await loop.run_in_executor(
