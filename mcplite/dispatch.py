@@ -406,11 +406,16 @@ class ToolStream:
         self._queue: asyncio.Queue[Partial | Result | _StreamError] = asyncio.Queue(1)
         self._task = asyncio.get_running_loop().create_task(self._produce(args))
         self._finished = False
+        self._released = False
         dispatcher.active += 1
+        # A task cancelled before its first step never runs its finally: the
+        # callback covers that case; _produce releases at once otherwise.
         self._task.add_done_callback(self._release)
 
-    def _release(self, _: object) -> None:
-        self._dispatcher.active -= 1
+    def _release(self, _: object = None) -> None:
+        if not self._released:
+            self._released = True
+            self._dispatcher.active -= 1
 
     async def _produce(self, args: dict[str, Any]) -> None:
         tool = self.tool
@@ -423,6 +428,7 @@ class ToolStream:
                 item = await self._dispatcher._complete(tool, args, started, t0)
             except MCPLiteError as exc:
                 item = _StreamError(exc)
+            self._release()  # the tool is done: no longer a call in flight
             await self._queue.put(item)
             return
         parts: list[Any] = []
@@ -454,6 +460,7 @@ class ToolStream:
             item = _StreamError(self._dispatcher.internal_error(tool.name, exc))
         except Exception as exc:
             item = _StreamError(self._dispatcher.internal_error(tool.name, exc))
+        self._release()  # the tool is done: no longer a call in flight
         await self._queue.put(item)
 
     async def next(self, timeout: float | None = None) -> Partial | Result | None:
