@@ -47,6 +47,11 @@ def _address(text: str) -> tuple[str, int]:
     return (host.strip("[]") or "127.0.0.1", int(port))
 
 
+def _text_address(address: tuple[str, int] | None) -> str | None:
+    # A string default is parsed by `type` like a given value, and reads well in --help.
+    return None if address is None else f"{address[0]}:{address[1]}"
+
+
 def _positive(kind: type[int] | type[float]) -> Any:
     def parse(text: str) -> int | float:
         try:
@@ -89,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     bind.add_argument(
         "--http",
         type=_address,
-        default=d.http,
+        default=_text_address(d.http),
         metavar="HOST:PORT",
         help="HTTP/1.1 address (port 0: any free port)",
     )
@@ -97,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     bind.add_argument(
         "--grpc",
         type=_address,
-        default=d.grpc,
+        default=_text_address(d.grpc),
         metavar="HOST:PORT",
         help="gRPC address (port 0: any free port)",
     )
