@@ -46,9 +46,12 @@ class MCPLiteError(Exception):
     jsonrpc_code: ClassVar[int] = -32603
     grpc_status: ClassVar[int] = _INTERNAL
     default_message: ClassVar[str] = "Internal error"
+    reason: ClassVar[str | None] = None  # when set, the default data is {"reason": reason}
 
     def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
         self.message = message or self.default_message
+        if data is None and self.reason is not None:
+            data = {"reason": self.reason}
         self.data = data
         super().__init__(self.message)
 
@@ -123,9 +126,7 @@ class InvalidToken(MCPLiteError):
     jsonrpc_code = -32602
     grpc_status = _INVALID_ARGUMENT
     default_message = "invalid promise token"
-
-    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message, data if data is not None else {"reason": "invalid"})
+    reason = "invalid"
 
 
 class ExpiredToken(MCPLiteError):
@@ -134,9 +135,7 @@ class ExpiredToken(MCPLiteError):
     jsonrpc_code = -32602
     grpc_status = _INVALID_ARGUMENT
     default_message = "promise token expired"
-
-    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message, data if data is not None else {"reason": "expired"})
+    reason = "expired"
 
 
 class UnknownPromise(MCPLiteError):
@@ -146,9 +145,7 @@ class UnknownPromise(MCPLiteError):
     jsonrpc_code = -32602
     grpc_status = _NOT_FOUND
     default_message = "unknown promise"
-
-    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message, data if data is not None else {"reason": "unknown"})
+    reason = "unknown"
 
 
 class InternalError(MCPLiteError):
