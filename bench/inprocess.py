@@ -326,9 +326,9 @@ def time_json_baseline(timer: Timer, out: dict[str, Any]) -> None:
 
 def time_promise_tokens(timer: Timer, out: dict[str, Any]) -> None:
     try:
-        from mcplite.promises import TokenSealer
+        from mcplite.tokens import TokenSealer
     except ImportError as exc:
-        out["promise_token"] = na(f"mcplite.promises.TokenSealer missing: {exc}")
+        out["promise_token"] = na(f"mcplite.tokens.TokenSealer missing: {exc}")
         return
     try:
         sealer = TokenSealer(os.urandom(32))

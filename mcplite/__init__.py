@@ -13,19 +13,22 @@ The public surface::
 Serve it with ``python -m mcplite serve mymodule:tools``.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
+from .authorize import AllowAll, Policy
 from .config import Config
+from .context import Caller, RequestContext
 from .dispatch import Dispatcher, ToolStream
-from .envelope import (
+from .envelope import Result
+from .outcomes import (
     Answer,
     Elicitation,
     Failure,
     MoreResources,
     Partial,
+    Promised,
     ResponseType,
-    Result,
 )
+from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
 from .errors import (
     ExpiredToken,
     InternalError,
@@ -45,7 +48,9 @@ from .tools import ALWAYS, NEVER, Context, Tool, Tools
 __all__ = [
     "ALWAYS",
     "NEVER",
+    "AllowAll",
     "Answer",
+    "Caller",
     "Config",
     "Context",
     "Dispatcher",
@@ -58,11 +63,18 @@ __all__ = [
     "InvalidRequest",
     "InvalidToken",
     "MCPLiteError",
+    "MemoryStore",
     "MethodNotFound",
     "MoreResources",
     "Overloaded",
     "ParseError",
     "Partial",
+    "Policy",
+    "PromiseRecord",
+    "PromiseStatus",
+    "PromiseStore",
+    "Promised",
+    "RequestContext",
     "ResponseType",
     "Result",
     "Tool",

@@ -1,87 +1,56 @@
-"""Dispatch: look a tool up, validate its arguments, run it, wrap the outcome.
+"""The core: find a tool, refuse or admit the call, validate, run, promise.
 
-This is the one path every binding goes through.  It is also the runner, the
-one place where user code is awaited: async tools on the loop, sync tools in a
-thread pool (a blocking tool never stalls the loop), async generators iterated
-for streams, and promise deadlines that turn a long call into a promise.
+Every binding goes through :class:`Dispatcher`; it knows no wire.  The steps of
+a call, each in one place:
+
+1. look the tool up (:meth:`Dispatcher.tool`, with A.5's suggestion);
+2. ask the policy whether this caller may call it (:mod:`mcplite.authorize`);
+3. validate the arguments against the compiled schema (:mod:`mcplite.schema`);
+4. admit it under the concurrency limit;
+5. run it (:mod:`mcplite.runner`), and when it outlives its promise deadline,
+   store a promise record (:mod:`mcplite.promises`) and answer with a sealed
+   token (:mod:`mcplite.tokens`) while the task goes on in this process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
-import functools
-import logging
 import math
 import os
 import secrets
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, TypeVar
 
+from .authorize import AllowAll, Policy
 from .config import Config
-from .envelope import (
-    Answer,
-    Elicitation,
-    Failure,
-    MoreResources,
-    Partial,
-    ResponseType,
-    Result,
-    iso_timestamp,
-    to_result,
-)
-from .errors import (
-    InternalError,
-    InvalidParams,
-    MCPLiteError,
-    Overloaded,
-    PromiseTableFull,
-    ToolNotFound,
-)
-from .promises import PromiseEntry, PromiseStore, PromiseTable, TokenSealer
+from .context import IN_PROCESS, RequestContext
+from .envelope import Result
+from .errors import InvalidParams, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
+from .outcomes import Answer, Failure, Partial, Promised
+from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
+from .runner import Runner, aggregate, internal_error
 from .schema import SchemaError
+from .tokens import TokenSealer
 from .tools import Context, Kind, Progress, Tool, Tools
 
 __all__ = ["Dispatcher", "ToolStream", "aggregate", "start_task"]
 
-log = logging.getLogger("mcplite")
-
-_OUTCOMES = (Answer, Failure, Elicitation, MoreResources, Result)
-
-
-def aggregate(parts: list[Any]) -> Any:
-    """What a stream's parts add up to when one final value is wanted.
-
-    All-string parts are joined into one string (one text item); any other
-    parts become the list of parts (one content item each).
-    """
-    if all(isinstance(p, str) for p in parts):
-        return "".join(parts)
-    return list(parts)
-
-
-def _server_secret(config: Config) -> bytes:
-    if config.secret is not None:
-        return config.secret
-    env = os.environ.get("MCPLITE_SECRET")
-    if env:
-        return env.encode()
-    log.warning(
-        "no promise secret given (--secret or MCPLITE_SECRET): using a random one; "
-        "promise tokens will not survive a restart"
-    )
-    return secrets.token_bytes(32)
+T = TypeVar("T")
 
 
 class Dispatcher:
     """Serves the tools of a registry to any binding.
 
     :meth:`call` and :meth:`stream` raise :class:`~mcplite.errors.MCPLiteError`
-    subclasses for protocol errors (unknown tool, invalid arguments, overload,
-    a crash inside a tool); every business outcome is a :class:`Result`.
+    subclasses for protocol errors (unknown tool, refused, invalid arguments,
+    overload, a crash inside a tool); every business outcome is a :class:`Result`.
+
+    ``config.secret`` seals promise tokens; without one a random secret is used
+    (resolving ``--secret`` and ``MCPLITE_SECRET`` is :mod:`mcplite.serve`'s job).
     """
 
     def __init__(
@@ -90,19 +59,26 @@ class Dispatcher:
         config: Config | None = None,
         *,
         promises: PromiseStore | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.config = config = config or Config()
-        self.sealer = TokenSealer(_server_secret(config), config.previous_secrets)
+        secret = config.secret if config.secret is not None else secrets.token_bytes(32)
+        self.sealer = TokenSealer(secret, config.previous_secrets)
         self.promises: PromiseStore = (
             promises
             if promises is not None
-            else PromiseTable(
-                self.sealer,
+            else MemoryStore(
                 ttl=config.promise_ttl,
                 max_entries=config.max_promises,
                 retry_after=config.retry_after,
             )
         )
+        self.promises.on_cancel(self._stop_local)
+        self.policy: Policy = policy if policy is not None else AllowAll()
+        self.runner = Runner(config.sync_workers)
+        #: Names this process as the owner of the promises whose tasks it runs.
+        self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
+        self._local: dict[bytes, asyncio.Task[Result | MCPLiteError]] = {}
         self._tools: dict[str, Tool] = {}
         for tool in (*self._system_tools(), *tools):
             if tool.name in self._tools:
@@ -110,14 +86,17 @@ class Dispatcher:
             self._tools[tool.name] = tool
         self._definitions = [t.definition() for t in self._tools.values()]
         self._names = list(self._tools)
-        self._executor = ThreadPoolExecutor(config.sync_workers, thread_name_prefix="mcplite")
         self.active = 0  # calls and streams in flight
 
     # -- discovery ----------------------------------------------------------
 
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        """Every tool's discovery entry, system tools included (built once)."""
-        return self._definitions
+    def tool_definitions(self, context: RequestContext = IN_PROCESS) -> list[dict[str, Any]]:
+        """Every tool's discovery entry the caller may see, system tools included."""
+        if type(self.policy) is AllowAll:
+            return self._definitions  # built once
+        return [
+            t.definition() for t in self._tools.values() if self.policy.visible(context, t)
+        ]
 
     def tool(self, name: str) -> Tool:
         """The tool called ``name``; raises :class:`ToolNotFound` with a suggestion."""
@@ -156,162 +135,151 @@ class Dispatcher:
         except SchemaError as exc:
             raise InvalidParams.from_fields([(e.path, e.message) for e in exc.errors]) from None
 
-    def _admit(self) -> None:
+    def _admit(self, name: str, arguments: Any, context: RequestContext) -> tuple[Tool, Any]:
+        tool = self.tool(name)
+        self.policy.authorize(context, tool)
+        args = self.validate(tool, arguments)
         if self.active >= self.config.max_concurrent_calls:
             raise Overloaded(
                 f"Too many concurrent calls (max {self.config.max_concurrent_calls})",
                 retry_after=self.config.retry_after,
             )
+        return tool, args
 
-    async def call(self, name: str, arguments: Any = None) -> Result:
-        """Run tool ``name`` and return its outcome (possibly a promise)."""
-        tool = self.tool(name)
-        args = self.validate(tool, arguments)
-        self._admit()
+    async def call(
+        self, name: str, arguments: Any = None, context: RequestContext = IN_PROCESS
+    ) -> Result:
+        """Run tool ``name`` for ``context``'s caller; its outcome, or a promise."""
+        tool, args = self._admit(name, arguments, context)
         self.active += 1
         try:
-            # One coroutine for lookup, deadline and promise: every await level
-            # costs a little on the hot path.
-            return await self._run(tool, args)
+            if tool.kind is Kind.SYSTEM:
+                result: Result = await tool.fn(**args)
+                return result
+            started, t0 = time.time(), time.perf_counter()
+            deadline = tool.promise_after
+            if deadline is None:
+                deadline = self.config.promise_after
+            if tool.context_param is None and math.isinf(deadline):
+                outcome = await self.runner.run(tool, args)  # the hot path: no task, no timer
+                return Result(outcome, started, (time.perf_counter() - t0) * 1000)
+            return await self._call_with_deadline(tool, args, started, t0, deadline, context)
         finally:
             self.active -= 1
 
-    def _run(self, tool: Tool, args: dict[str, Any]) -> Coroutine[Any, Any, Result]:
-        started, t0 = time.time(), time.perf_counter()
-        deadline = tool.promise_after
-        if deadline is None:
-            deadline = self.config.promise_after
-        if tool.context_param is None and math.isinf(deadline):
-            return self._complete(tool, args, started, t0)  # awaited by call() directly
-        return self._run_with_deadline(tool, args, started, t0, deadline)
-
-    async def _run_with_deadline(
-        self, tool: Tool, args: dict[str, Any], started: float, t0: float, deadline: float
+    async def _call_with_deadline(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        started: float,
+        t0: float,
+        deadline: float,
+        context: RequestContext,
     ) -> Result:
-        progress = None
+        progress: Progress | None = None
         if tool.context_param is not None:
             progress = Progress()
-            args = {**args, tool.context_param: Context(tool.name, progress)}
+            ctx = Context(tool.name, progress, caller=context.caller)
+            args = {**args, tool.context_param: ctx}
         if math.isinf(deadline):
-            return await self._complete(tool, args, started, t0)
-
-        if deadline == 0 and not self._has_room():
+            outcome = await self.runner.run(tool, args)
+            return Result(outcome, started, (time.perf_counter() - t0) * 1000)
+        if deadline == 0 and not await self.promises.has_room():
             raise PromiseTableFull(retry_after=self.config.retry_after)
-        task = start_task(self._complete(tool, args, started, t0, True))
+        task = start_task(self._kept(tool, args, started, t0))
+        del args
         promised = False
         try:
             # ALWAYS (0) means a promise even for a tool that is already done.
             if deadline > 0 and await _wait_done(task, deadline):
                 return _unwrap(task.result())
-            try:
-                entry = self.promises.put(tool.name, task, progress)
-            except PromiseTableFull:
-                task.cancel()
-                raise
+            record = await self.promises.create(tool.name, self.owner)
             promised = True
-            return self.promise_result(entry, started, t0)
+            self._adopt(record, task, progress)
+            return self._promised(record, started, t0)
         finally:
             if not promised and not task.done():
-                task.cancel()  # the caller went away before an answer or a promise
+                task.cancel()  # the caller left, or the store is full: stop the tool
 
-    def _has_room(self) -> bool:
-        has_room = getattr(self.promises, "has_room", None)
-        return bool(has_room()) if has_room is not None else True
-
-    @overload
-    async def _complete(
+    async def _kept(
         self, tool: Tool, args: dict[str, Any], started: float, t0: float
-    ) -> Result: ...
-
-    @overload
-    async def _complete(
-        self, tool: Tool, args: dict[str, Any], started: float, t0: float, keep: Literal[True]
-    ) -> Result | MCPLiteError: ...
-
-    async def _complete(
-        self, tool: Tool, args: dict[str, Any], started: float, t0: float, keep: bool = False
     ) -> Result | MCPLiteError:
-        """Run the tool and wrap its outcome.  Protocol errors are raised, or with
-        ``keep`` returned: a promised task then never ends in an exception, so it
-        needs no callback to mark one retrieved (memory per pending promise)."""
+        """A promised call: protocol errors are returned, not raised, so a task that
+        nobody awaits never ends in an exception (no callback per pending promise)."""
         try:
-            if tool.kind is Kind.ASYNC:
-                running = tool.fn(**args)
-                del args  # the tool's frame has them; a pending promise keeps no copy
-                value = await running
-            elif tool.kind is Kind.SYNC:
-                loop = asyncio.get_running_loop()
-                value = await loop.run_in_executor(
-                    self._executor, functools.partial(tool.fn, **args)
-                )
-            else:
-                value = await self._drain(tool, args)
-        except Failure as failure:
-            value = failure
+            outcome = await self.runner.run(tool, args)
         except MCPLiteError as exc:
-            if keep:
-                return exc.with_traceback(None)
-            raise
-        except asyncio.CancelledError as exc:
-            if _being_cancelled():
-                raise
-            # A tool that raises CancelledError of its own accord has a bug.
-            if keep:
-                return self.internal_error(tool.name, exc)
-            raise self.internal_error(tool.name, exc) from None
-        except Exception as exc:
-            if keep:
-                return self.internal_error(tool.name, exc)
-            raise self.internal_error(tool.name, exc) from None
-        if isinstance(value, Result):
-            return value
-        return to_result(value, started, (time.perf_counter() - t0) * 1000)
+            return exc.with_traceback(None)
+        return Result(outcome, started, (time.perf_counter() - t0) * 1000)
 
-    async def _drain(self, tool: Tool, args: dict[str, Any]) -> Any:
-        parts: list[Any] = []
-        agen = tool.fn(**args)
+    def _adopt(
+        self,
+        record: PromiseRecord,
+        task: asyncio.Task[Result | MCPLiteError],
+        progress: Progress | None,
+    ) -> None:
+        """Keep a promised task in this process and store its outcome when it ends."""
+        promise_id = record.promise_id
+        self._local[promise_id] = task
+        if progress is not None:
+            store = self.promises
+            if progress.reported:
+                # The promise is answered from this record, which a shared store's
+                # set_progress does not update: show the progress reported so far.
+                record.progress = progress.record()
+                store.set_progress(promise_id, record.progress)
+            progress.sink = lambda p: store.set_progress(promise_id, p.record())
+
+        def finished(task: asyncio.Task[Result | MCPLiteError]) -> None:
+            if task.cancelled():
+                self._local.pop(promise_id, None)
+                return
+            outcome = task.result()
+            if isinstance(outcome, Result):
+                done = self.promises.complete(promise_id, outcome)
+            else:
+                done = self.promises.complete(promise_id, None, outcome)
+            start_task(self._settled(promise_id, done))
+
+        task.add_done_callback(finished)
+
+    async def _settled(self, promise_id: bytes, done: Coroutine[Any, Any, None]) -> None:
         try:
-            async for item in agen:
-                if isinstance(item, _OUTCOMES):
-                    return item
-                parts.append(item)
+            await done
         finally:
-            await agen.aclose()
-        return aggregate(parts)
+            self._local.pop(promise_id, None)
 
-    def internal_error(self, tool: str, exc: BaseException) -> InternalError:
-        """Log an unexpected exception with an id; the error sent carries only the id."""
-        error_id = secrets.token_hex(6)
-        log.error("tool %r raised (error id %s)", tool, error_id, exc_info=exc)
-        return InternalError(
-            f"Internal error in tool '{tool}' (error id {error_id})", {"error_id": error_id}
-        )
+    def _stop_local(self, promise_id: bytes) -> None:
+        """The store says a promise must stop (cancelled or expired): stop our task."""
+        task = self._local.pop(promise_id, None)
+        if task is not None and not task.done():
+            task.cancel()
 
-    def promise_result(self, entry: PromiseEntry, started: float, t0: float) -> Result:
-        extra: dict[str, Any] = {
-            "promise_token": self.promises.token(entry),
-            "expires_at": iso_timestamp(entry.expires_at),
-        }
-        if entry.progress is not None:
-            progress = entry.progress.snapshot()
-            if progress:
-                extra["progress"] = progress
-            if entry.progress.estimated_completion is not None:
-                extra["estimated_completion"] = iso_timestamp(entry.progress.estimated_completion)
-        elapsed = (time.perf_counter() - t0) * 1000
-        return Result(ResponseType.PROMISE, {"content": []}, started, elapsed, extra)
+    def _promised(self, record: PromiseRecord, started: float, t0: float) -> Result:
+        progress = record.progress
+        estimated = None
+        shown = None
+        if progress:
+            estimated = progress.get("estimated_completion")
+            shown = {k: v for k, v in progress.items() if k != "estimated_completion"} or None
+        token = self.sealer.seal(record.promise_id, record.expires_at)
+        outcome = Promised(token, record.expires_at, shown, estimated)
+        return Result(outcome, started, (time.perf_counter() - t0) * 1000)
 
     # -- streams ------------------------------------------------------------
 
-    def stream(self, name: str, arguments: Any = None) -> ToolStream:
+    def stream(
+        self, name: str, arguments: Any = None, context: RequestContext = IN_PROCESS
+    ) -> ToolStream:
         """Start a streamed call: an async iterator of :class:`Partial` then one :class:`Result`.
 
         Raises :class:`ToolNotFound`, :class:`InvalidParams` or :class:`Overloaded`
-        before anything runs.  Close it (``aclose``) to stop the tool.
+        (and whatever the policy refuses with) before anything runs.  Close it
+        (``aclose``) to stop the tool.
         """
-        tool = self.tool(name)
-        args = self.validate(tool, arguments)
-        self._admit()
+        tool, args = self._admit(name, arguments, context)
+        if tool.context_param is not None:
+            args = {**args, tool.context_param: Context(tool.name, caller=context.caller)}
         return ToolStream(self, tool, args)
 
     # -- system tools: redeem and cancel ------------------------------------
@@ -343,7 +311,7 @@ class Dispatcher:
                 },
             },
             promise_after=math.inf,
-        )
+        ).kind = Kind.SYSTEM
         system.add(
             self._cancel,
             name="cancel",
@@ -351,38 +319,74 @@ class Dispatcher:
             description="Cancel the long-running operation behind a promise token",
             schema={"type": "object", "required": ["promise"], "properties": {"promise": token}},
             promise_after=math.inf,
-        )
+        ).kind = Kind.SYSTEM
         return list(system)
 
-    async def _redeem(self, promise: str, wait: float = 0, **_: Any) -> Result:
+    async def redeem(self, token: str, wait: float = 0) -> Result:
+        """The outcome behind a promise token, or the promise again while it runs.
+
+        The token is verified before any store access; raises :class:`InvalidToken`,
+        :class:`ExpiredToken` or :class:`UnknownPromise`.
+        """
         started, t0 = time.time(), time.perf_counter()
-        entry = self.promises.get(promise)
-        # A cancelled entry says so at once, even before its task has unwound.
-        if not entry.cancelled and not await self.promises.wait(entry, wait):
-            return self.promise_result(entry, started, t0)
-        task = entry.task
-        if entry.cancelled or task.cancelled():
+        promise_id, _ = self.sealer.open(token)
+        record = await self.promises.get(promise_id)
+        if record.status is PromiseStatus.RUNNING:
+            task = self._local.get(promise_id)
+            if task is not None:  # ours: the task itself says when it is done
+                if not task.done() and wait > 0:
+                    await _wait_done(task, wait)
+                if task.done():
+                    # Read again: a record read before the wait (a copy, from a
+                    # shared store) does not show a cancel that stopped the task.
+                    record = await self.promises.get(promise_id)
+                    if record.status is PromiseStatus.RUNNING and not task.cancelled():
+                        return _unwrap(task.result())
+            elif wait > 0:
+                record = await self.promises.wait(promise_id, wait)
+        if record.status is PromiseStatus.RUNNING:
+            return self._promised(record, started, t0)
+        if record.status is PromiseStatus.CANCELLED:
             elapsed = (time.perf_counter() - t0) * 1000
-            return to_result(
-                Failure("the operation was cancelled", reason="cancelled"), started, elapsed
-            )
-        exc = task.exception()
-        if exc is not None:  # a store whose tasks raise rather than return errors
-            raise exc.with_traceback(None)
-        return _unwrap(task.result())
+            failure = Failure("the operation was cancelled", reason="cancelled")
+            return Result(failure, started, elapsed)
+        if record.error is not None:
+            raise record.error
+        assert record.result is not None
+        return record.result
 
-    async def _cancel(self, promise: str, **_: Any) -> Answer:
-        entry = self.promises.get(promise)
-        cancelled = self.promises.cancel(entry)
+    async def cancel(self, token: str) -> bool:
+        """Stop the call behind a promise token; False when it had already ended."""
+        promise_id, _ = self.sealer.open(token)
+        task = self._local.get(promise_id)
+        if task is not None and task.done() and not task.cancelled():
+            await self.promises.get(promise_id)  # still known?
+            return False  # finished; its outcome is on its way to the store
+        return await self.promises.request_cancel(promise_id)
+
+    async def _redeem(self, promise: str, wait: float = 0, **_: Any) -> Result:
+        return await self.redeem(promise, wait)
+
+    async def _cancel(self, promise: str, **_: Any) -> Result:
+        started, t0 = time.time(), time.perf_counter()
+        cancelled = await self.cancel(promise)
         text = "cancelled" if cancelled else "already finished"
-        return Answer([{"type": "text", "text": text}], {"cancelled": cancelled})
+        answer = Answer([{"type": "text", "text": text}], {"cancelled": cancelled})
+        return Result(answer, started, (time.perf_counter() - t0) * 1000)
 
-    def close(self) -> None:
-        """Cancel promised tasks and stop the thread pool (server shutdown)."""
-        close = getattr(self.promises, "close", None)
-        if close is not None:
-            close()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+    # -- lifecycle ----------------------------------------------------------
+
+    def internal_error(self, tool: str, exc: BaseException) -> MCPLiteError:
+        """Log an unexpected exception with an id; the error sent carries only the id."""
+        return internal_error(tool, exc)
+
+    async def close(self) -> None:
+        """Cancel promised tasks, close the store and stop the thread pool (shutdown)."""
+        for task in list(self._local.values()):
+            task.cancel()
+        self._local.clear()
+        await self.promises.close()
+        self.runner.close()
 
 
 class _StreamError:
@@ -417,49 +421,20 @@ class ToolStream:
             self._released = True
             self._dispatcher.active -= 1
 
+    async def _put_part(self, value: Any) -> None:
+        await self._queue.put(Partial(value))
+
     async def _produce(self, args: dict[str, Any]) -> None:
-        tool = self.tool
         started, t0 = time.time(), time.perf_counter()
-        if tool.context_param is not None:
-            args = {**args, tool.context_param: Context(tool.name)}
         item: Result | _StreamError
-        if tool.kind is not Kind.STREAM:
-            try:
-                item = await self._dispatcher._complete(tool, args, started, t0)
-            except MCPLiteError as exc:
-                item = _StreamError(exc)
-            self._release()  # the tool is done: no longer a call in flight
-            await self._queue.put(item)
-            return
-        parts: list[Any] = []
-        final: Any = None
-        agen = tool.fn(**args)
         try:
-            try:
-                async for part in agen:
-                    if isinstance(part, _OUTCOMES):
-                        final = part
-                        break
-                    parts.append(part)
-                    await self._queue.put(Partial(part))
-            finally:
-                await agen.aclose()
-            value = final if final is not None else aggregate(parts)
-            item = (
-                value
-                if isinstance(value, Result)
-                else to_result(value, started, (time.perf_counter() - t0) * 1000)
-            )
-        except Failure as failure:
-            item = to_result(failure, started, (time.perf_counter() - t0) * 1000)
+            if self.tool.kind is Kind.SYSTEM:
+                item = await self.tool.fn(**args)
+            else:
+                outcome = await self._dispatcher.runner.run(self.tool, args, self._put_part)
+                item = Result(outcome, started, (time.perf_counter() - t0) * 1000)
         except MCPLiteError as exc:
             item = _StreamError(exc)
-        except asyncio.CancelledError as exc:
-            if _being_cancelled():
-                raise
-            item = _StreamError(self._dispatcher.internal_error(tool.name, exc))
-        except Exception as exc:
-            item = _StreamError(self._dispatcher.internal_error(tool.name, exc))
         self._release()  # the tool is done: no longer a call in flight
         await self._queue.put(item)
 
@@ -502,19 +477,10 @@ class ToolStream:
             await asyncio.wait((task,), timeout=timeout)
 
 
-T = TypeVar("T")
-
-
 def _unwrap(outcome: Result | MCPLiteError) -> Result:
     if isinstance(outcome, MCPLiteError):
         raise outcome
     return outcome
-
-
-def _being_cancelled() -> bool:
-    """Whether the running task was asked to cancel (vs. a stray CancelledError)."""
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
 
 
 if sys.version_info >= (3, 12):

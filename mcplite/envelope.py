@@ -1,55 +1,36 @@
-"""The response envelope: the ONE place where ``_meta`` and ``response_type`` are built.
+"""The result envelope: the ONE place where ``_meta`` is built, and the MCP-lite body.
 
-A tool returns a plain value or one of the outcome classes below; :func:`to_result`
-turns it into a :class:`Result`, which each binding renders on its own wire.
+A :class:`Result` is an :class:`~mcplite.outcomes.Outcome` with the time it was
+made and how long it took.  :func:`meta` gives its ``_meta`` (every wire uses
+it: the gRPC binding turns it into ``ResponseMeta``); :meth:`Result.body` and
+:meth:`Result.to_json` give the MCP-lite JSON form of spec section 3::
 
-What a plain return value becomes in ``content``:
+    {"content": [...], "_meta": {"response_type": ..., "timestamp": ...,
+                                 "processing_time_ms": ..., "server_version": ...}}
 
-==========================  ==============================================
-returned                    ``content``
-==========================  ==============================================
-``None``                    ``[]``
-``str``                     ``[{"type": "text", "text": s}]``
-``dict``                    ``[d]`` (one structured item, as in spec A.2)
-``list`` / ``tuple``        the items themselves (str items become text items)
-dataclass instance          ``[dataclasses.asdict(obj)]``
-``int`` / ``float`` / bool  ``[{"type": "text", "text": json.dumps(v)}]``
-anything else               ``[{"type": "text", "text": str(v)}]``
-==========================  ==============================================
+Other wires render the same outcome their own way (MCP content blocks, protobuf).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import time
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Any
 
-from . import __version__
+from ._version import __version__
+from .outcomes import (
+    Answer,
+    Elicitation,
+    Failure,
+    MoreResources,
+    Outcome,
+    Promised,
+    ResponseType,
+    outcome_of,
+    response_type_of,
+)
 
-__all__ = [
-    "Answer",
-    "Elicitation",
-    "Failure",
-    "MoreResources",
-    "Partial",
-    "ResponseType",
-    "Result",
-    "content_of",
-    "iso_timestamp",
-    "to_result",
-]
-
-
-class ResponseType(StrEnum):
-    ANSWER = "answer"
-    PROMISE = "promise"
-    ELICITATION = "elicitation"
-    FAILURE = "failure"
-    MORE_RESOURCES = "request-for-more-resource"
-
+__all__ = ["Result", "iso_timestamp", "meta", "to_result"]
 
 _second_cache: tuple[int, str] = (-1, "")
 
@@ -71,144 +52,97 @@ def iso_timestamp(epoch: float) -> str:
 
 @dataclass(slots=True)
 class Result:
-    """One outcome of a call, in transport-free form.
+    """One outcome of a call, with when it was made and how long it took."""
 
-    ``body`` is every field of the result except ``_meta``; ``extra_meta`` holds
-    the ``_meta`` fields beyond the four that every result has.
-    """
-
-    response_type: ResponseType
-    body: dict[str, Any]
-    timestamp: float
+    outcome: Outcome
+    timestamp: float  # epoch seconds
     processing_time_ms: float
-    extra_meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def response_type(self) -> ResponseType:
+        return response_type_of(self.outcome)
+
+    @property
+    def extra_meta(self) -> dict[str, Any]:
+        """The ``_meta`` fields beyond the four every result has (a promise's)."""
+        outcome = self.outcome
+        if type(outcome) is not Promised:
+            return {}
+        extra: dict[str, Any] = {
+            "promise_token": outcome.token,
+            "expires_at": iso_timestamp(outcome.expires_at),
+        }
+        if outcome.progress:
+            extra["progress"] = outcome.progress
+        if outcome.estimated_completion is not None:
+            extra["estimated_completion"] = iso_timestamp(outcome.estimated_completion)
+        return extra
 
     def meta(self) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "response_type": self.response_type.value,
-            "timestamp": iso_timestamp(self.timestamp),
-            "processing_time_ms": round(self.processing_time_ms, 3),
-            "server_version": __version__,
-        }
-        if self.extra_meta:
-            meta.update(self.extra_meta)
-        return meta
+        return meta(self)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The MCP-lite JSON result without ``_meta``."""
+        return _body(self.outcome)
 
     def to_json(self) -> dict[str, Any]:
-        result = dict(self.body)
-        result["_meta"] = self.meta()
+        """The MCP-lite JSON result: its body and ``_meta``."""
+        result = _body(self.outcome)
+        result["_meta"] = meta(self)
         return result
 
 
-@dataclass(slots=True)
-class Partial:
-    """One part of a streamed result."""
-
-    value: Any
-
-
-@dataclass(slots=True)
-class Answer:
-    """An answer with explicit ``content`` items (when the default mapping won't do)."""
-
-    content: list[Any]
-    structured: Any = None
-
-
-class Failure(Exception):
-    """A business failure: the call was understood but could not be done.
-
-    Return it or raise it from a tool.  It is a *result* with ``isError: true``
-    and ``response_type: failure``, not a protocol error.  ``reason`` is a short
-    machine-readable code; ``retryable`` tells a client whether trying again may help.
-    """
-
-    def __init__(self, message: str, *, reason: str | None = None, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.reason = reason
-        self.retryable = retryable
-
-
-@dataclass(slots=True)
-class Elicitation:
-    """The tool needs more information from the user before it can answer.
-
-    Modelled on MCP's ``elicitation/create`` (``message``, ``requestedSchema``): the
-    client asks the user, then calls the tool again with the extra arguments.
-    """
-
-    message: str
-    requested_schema: dict[str, Any]
-
-
-@dataclass(slots=True)
-class MoreResources:
-    """The tool could answer given more resources than this call was allowed.
-
-    ``time_seconds``, ``quota`` and ``budget`` say what more is needed; each is
-    optional, ``message`` is for the human.
-    """
-
-    message: str
-    time_seconds: float | None = None
-    quota: int | None = None
-    budget: float | None = None
+def meta(result: Result) -> dict[str, Any]:
+    """The ``_meta`` of a result: ``response_type``, ``timestamp``,
+    ``processing_time_ms``, ``server_version``, and a promise's token and expiry."""
+    out: dict[str, Any] = {
+        "response_type": result.response_type.value,
+        "timestamp": iso_timestamp(result.timestamp),
+        "processing_time_ms": round(result.processing_time_ms, 3),
+        "server_version": __version__,
+    }
+    if type(result.outcome) is Promised:
+        out.update(result.extra_meta)
+    return out
 
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def content_of(value: Any) -> list[Any]:
-    """Map a tool's plain return value to ``content`` items (table in module doc)."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [_text(value)]
-    if isinstance(value, dict):
-        return [value]
-    if isinstance(value, list | tuple):
-        return [_text(item) if isinstance(item, str) else item for item in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [dataclasses.asdict(value)]
-    if isinstance(value, int | float):  # bool included
-        return [_text(json.dumps(value))]
-    return [_text(str(value))]
+def _body(outcome: Outcome) -> dict[str, Any]:
+    if type(outcome) is Answer:  # the common case first
+        if outcome.structured is None:
+            return {"content": outcome.content}
+        return {"content": list(outcome.content), "structuredContent": outcome.structured}
+    if isinstance(outcome, Answer):
+        return _body(Answer(outcome.content, outcome.structured))
+    if isinstance(outcome, Failure):
+        failure: dict[str, Any] = {"message": outcome.message, "retryable": outcome.retryable}
+        if outcome.reason is not None:
+            failure["reason"] = outcome.reason
+        return {"content": [_text(outcome.message)], "isError": True, "failure": failure}
+    if isinstance(outcome, Elicitation):
+        return {
+            "content": [_text(outcome.message)],
+            "elicitation": {
+                "message": outcome.message,
+                "requestedSchema": outcome.requested_schema,
+            },
+        }
+    if isinstance(outcome, MoreResources):
+        wanted: dict[str, Any] = {"message": outcome.message}
+        if outcome.time_seconds is not None:
+            wanted["time_seconds"] = outcome.time_seconds
+        if outcome.quota is not None:
+            wanted["quota"] = outcome.quota
+        if outcome.budget is not None:
+            wanted["budget"] = outcome.budget
+        return {"content": [_text(outcome.message)], "resources": wanted}
+    return {"content": []}  # Promised: the token is in _meta
 
 
 def to_result(value: Any, started: float, elapsed_ms: float) -> Result:
     """Wrap what a tool returned (or raised as :class:`Failure`) into a :class:`Result`."""
-    kind = type(value)
-    if kind is str:  # the common case first: one text item, no outcome checks
-        return Result(ResponseType.ANSWER, {"content": [_text(value)]}, started, elapsed_ms)
-    if kind is dict or kind is list:
-        return Result(ResponseType.ANSWER, {"content": content_of(value)}, started, elapsed_ms)
-    if isinstance(value, Failure):
-        failure: dict[str, Any] = {"message": value.message, "retryable": value.retryable}
-        if value.reason is not None:
-            failure["reason"] = value.reason
-        body = {"content": [_text(value.message)], "isError": True, "failure": failure}
-        return Result(ResponseType.FAILURE, body, started, elapsed_ms)
-    if isinstance(value, Answer):
-        body = {"content": list(value.content)}
-        if value.structured is not None:
-            body["structuredContent"] = value.structured
-        return Result(ResponseType.ANSWER, body, started, elapsed_ms)
-    if isinstance(value, Elicitation):
-        body = {
-            "content": [_text(value.message)],
-            "elicitation": {"message": value.message, "requestedSchema": value.requested_schema},
-        }
-        return Result(ResponseType.ELICITATION, body, started, elapsed_ms)
-    if isinstance(value, MoreResources):
-        wanted: dict[str, Any] = {"message": value.message}
-        if value.time_seconds is not None:
-            wanted["time_seconds"] = value.time_seconds
-        if value.quota is not None:
-            wanted["quota"] = value.quota
-        if value.budget is not None:
-            wanted["budget"] = value.budget
-        body = {"content": [_text(value.message)], "resources": wanted}
-        return Result(ResponseType.MORE_RESOURCES, body, started, elapsed_ms)
-    return Result(ResponseType.ANSWER, {"content": content_of(value)}, started, elapsed_ms)
+    return Result(outcome_of(value), started, elapsed_ms)

@@ -102,7 +102,7 @@ class DispatcherTransport:
 
     async def aclose(self) -> None:
         if self._owned:
-            self.dispatcher.close()
+            await self.dispatcher.close()
 
 
 class InMemoryClient(BaseClient):

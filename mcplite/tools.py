@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar, overload
 
+from .context import Caller
 from .schema import Checker, FieldError, SchemaError, compile_schema, schema_for_function
 
 __all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Progress", "Tool", "Tools"]
@@ -42,6 +43,7 @@ class Kind(Enum):
     ASYNC = "async"
     SYNC = "sync"
     STREAM = "stream"
+    SYSTEM = "system"  # the core's own redeem and cancel: they return a whole Result
 
 
 @dataclass(slots=True)
@@ -52,6 +54,12 @@ class Progress:
     total: float | None = None
     message: str | None = None
     estimated_completion: float | None = None  # epoch seconds
+    #: Told of every report once the call is a promise (the core stores it).
+    sink: Callable[[Progress], None] | None = None
+
+    @property
+    def reported(self) -> bool:
+        return self.progress is not None or self.estimated_completion is not None
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -63,13 +71,24 @@ class Progress:
             out["message"] = self.message
         return out
 
+    def record(self) -> dict[str, Any]:
+        """The snapshot plus ``estimated_completion``: what a promise record keeps."""
+        out = self.snapshot()
+        if self.estimated_completion is not None:
+            out["estimated_completion"] = self.estimated_completion
+        return out
+
 
 @dataclass(slots=True)
 class Context:
-    """Handed to a tool that asks for it with a ``ctx: Context`` parameter."""
+    """Handed to a tool that asks for it with a ``ctx: Context`` parameter.
+
+    ``caller`` is the authenticated caller of this call (None: anonymous).
+    """
 
     tool: str
     progress: Progress = field(default_factory=Progress)
+    caller: Caller | None = None
 
     def report_progress(
         self,
@@ -84,6 +103,8 @@ class Context:
         p.progress, p.total, p.message = progress, total, message
         if eta_seconds is not None:
             p.estimated_completion = time.time() + eta_seconds
+        if p.sink is not None:
+            p.sink(p)
 
 
 @dataclass(slots=True)

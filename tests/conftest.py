@@ -10,7 +10,7 @@ import asyncio
 import http.client as httpclient
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +31,12 @@ def make_config(**overrides: Any) -> Config:
 
 
 @pytest.fixture
-def dispatchers() -> Iterator[list[Dispatcher]]:
+async def dispatchers() -> AsyncIterator[list[Dispatcher]]:
     """Dispatchers made by a test, closed (promised tasks, thread pool) when it ends."""
     made: list[Dispatcher] = []
     yield made
     for dispatcher in made:
-        dispatcher.close()
+        await dispatcher.close()
 
 
 def serve(made: list[Dispatcher], tools: Tools, **overrides: Any) -> Dispatcher:
@@ -139,7 +139,7 @@ class RunningServer:
             if self.grpc is not None:
                 await self.grpc.shutdown(grace)
             await self.http.shutdown(grace)
-            self.dispatcher.close()
+            await self.dispatcher.close()
 
         try:
             self.run(shutdown(), timeout=WAIT + grace)

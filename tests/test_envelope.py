@@ -10,16 +10,15 @@ from typing import Any
 import pytest
 
 import mcplite
-from mcplite.envelope import (
+from mcplite.envelope import Result, iso_timestamp, to_result
+from mcplite.outcomes import (
     Answer,
     Elicitation,
     Failure,
     MoreResources,
+    Promised,
     ResponseType,
-    Result,
     content_of,
-    iso_timestamp,
-    to_result,
 )
 
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -204,7 +203,7 @@ def test_the_response_types_have_the_spec_names() -> None:
 
 
 def test_meta_has_response_type_iso_timestamp_processing_time_and_server_version() -> None:
-    result = Result(ResponseType.ANSWER, {"content": []}, 1704110400.25, 3.14159)
+    result = Result(Answer([]), 1704110400.25, 3.14159)
     meta = result.meta()
     assert meta == {
         "response_type": "answer",
@@ -216,8 +215,7 @@ def test_meta_has_response_type_iso_timestamp_processing_time_and_server_version
 
 
 def test_meta_adds_the_extra_fields_after_the_four_common_ones() -> None:
-    extra = {"promise_token": "prom_x", "expires_at": "2024-01-01T12:10:00.000Z"}
-    result = Result(ResponseType.PROMISE, {"content": []}, 1704110400.0, 1.0, extra)
+    result = Result(Promised("prom_x", 1704111000.0), 1704110400.0, 1.0)
     meta = result.meta()
     assert list(meta) == [
         "response_type",
@@ -232,11 +230,12 @@ def test_meta_adds_the_extra_fields_after_the_four_common_ones() -> None:
 
 
 def test_to_json_is_the_body_plus_meta_and_leaves_the_body_alone() -> None:
-    body: dict[str, Any] = {"content": [text("hi")], "isError": True}
-    result = Result(ResponseType.FAILURE, body, 1704110400.0, 1.0)
+    result = Result(Failure("hi"), 1704110400.0, 1.0)
+    body = result.body
     out = result.to_json()
     assert out == {**body, "_meta": result.meta()}
-    assert "_meta" not in body
+    assert "_meta" not in result.body
+    assert body["isError"] is True
 
 
 def test_to_result_of_a_real_call_time_gives_a_timestamp_ending_in_z() -> None:

@@ -1,9 +1,19 @@
-"""Tests for mcplite.promises and the promise flow of the dispatcher (spec 3.5, 3.6, A.3)."""
+"""Tests for promise tokens (mcplite.tokens) and the promise flow of the dispatcher
+(spec 3.5, 3.6, A.3).
+
+The store's own contract (capacity, expiry, wait, cancel, close) is in
+test_promise_store.py, with the proof that a bad token never reaches a store.
+The dispatcher tests here that take the ``serve`` fixture run twice: over a
+:class:`MemoryStore`, and over a store that hands out copies of its records, as
+a store that serialises them (SQLite, Redis) does, so that the dispatcher never
+depends on a record being the very object the store holds.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime
 import gc
 import hashlib
@@ -14,7 +24,7 @@ import string
 import struct
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,15 +44,17 @@ from mcplite import (
     InternalError,
     InvalidParams,
     InvalidToken,
-    Overloaded,
+    MemoryStore,
+    PromiseRecord,
+    PromiseStore,
     ResponseType,
     Result,
     Tools,
     UnknownPromise,
 )
-from mcplite.errors import PromiseTableFull
-from mcplite.promises import PromiseEntry, PromiseTable, TokenSealer
-from mcplite.tools import Progress
+from mcplite.errors import MCPLiteError, PromiseTableFull
+from mcplite.promises import CancelListener
+from mcplite.tokens import TokenSealer
 
 OLD_SECRET = b"old-secret-0123456789abcdefghij"
 WAIT = 5.0  # upper bound of every wait in this file
@@ -63,77 +75,94 @@ class FakeClock:
         self.now += seconds
 
 
-class SpyDict(dict[bytes, PromiseEntry]):
-    """The table's storage, recording every lookup."""
+class CopyingStore:
+    """A :class:`PromiseStore` over a :class:`MemoryStore` whose every record is a copy.
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lookups: list[bytes] = []
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        self.lookups.append(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key: bytes) -> PromiseEntry:
-        self.lookups.append(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key: object) -> bool:
-        self.lookups.append(key)  # type: ignore[arg-type]
-        return super().__contains__(key)
-
-
-class SpyTable(PromiseTable):
-    """A promise table whose storage records every lookup."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.spy = SpyDict()
-        self._entries = self.spy
-
-
-class InjectableTable(PromiseTable):
-    """A PromiseTable that stays truthy while empty.
-
-    Dispatcher.__init__ takes ``promises or PromiseTable(...)``; an empty table is
-    falsy (it has ``__len__``), so an injected table would be silently replaced
-    (see test_an_injected_promise_table_is_the_one_the_dispatcher_uses).
+    A store that serialises records (SQLite, Redis) hands out a new object on each
+    read: a change made by the store later is not seen through a record read earlier.
     """
 
-    def __bool__(self) -> bool:
-        return True
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    async def create(self, tool: str, owner: str) -> PromiseRecord:
+        return copy.copy(await self.inner.create(tool, owner))
+
+    async def has_room(self) -> bool:
+        return await self.inner.has_room()
+
+    async def complete(
+        self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
+    ) -> None:
+        await self.inner.complete(promise_id, result, error)
+
+    def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
+        self.inner.set_progress(promise_id, dict(progress))
+
+    async def get(self, promise_id: bytes) -> PromiseRecord:
+        return copy.copy(await self.inner.get(promise_id))
+
+    async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
+        return copy.copy(await self.inner.wait(promise_id, timeout))
+
+    async def request_cancel(self, promise_id: bytes) -> bool:
+        return await self.inner.request_cancel(promise_id)
+
+    def on_cancel(self, listener: CancelListener) -> None:
+        self.inner.on_cancel(listener)
+
+    async def sweep(self) -> int:
+        return await self.inner.sweep()
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
-class WaitSignalTable(InjectableTable):
-    """Sets ``waiting`` when a redeem starts a long-poll wait."""
+class LookupSignalStore(MemoryStore):
+    """Sets ``looked_up`` on every ``get`` (a redeem looks its record up, then waits)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.waiting = asyncio.Event()
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.looked_up = asyncio.Event()
 
-    async def wait(self, entry: PromiseEntry, timeout: float) -> bool:
-        if timeout > 0:
-            self.waiting.set()
-        return await super().wait(entry, timeout)
-
-
-class WatchedTable(PromiseTable):
-    """Sets ``emptied`` when a sweep leaves the table empty."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.emptied = asyncio.Event()
-
-    def sweep(self) -> int:
-        dropped = super().sweep()
-        if len(self) == 0:
-            self.emptied.set()
-        return dropped
+    async def get(self, promise_id: bytes) -> PromiseRecord:
+        self.looked_up.set()
+        return await super().get(promise_id)
 
 
-def serve(
-    made: list[Dispatcher], tools: Tools, promises: PromiseTable | None = None, **overrides: Any
+STORE_KINDS: dict[str, Callable[[Config], PromiseStore]] = {
+    "memory": lambda c: MemoryStore(
+        ttl=c.promise_ttl, max_entries=c.max_promises, retry_after=c.retry_after
+    ),
+    "copying": lambda c: CopyingStore(
+        MemoryStore(ttl=c.promise_ttl, max_entries=c.max_promises, retry_after=c.retry_after)
+    ),
+}
+
+Serve = Callable[..., Dispatcher]
+
+
+@pytest.fixture(params=list(STORE_KINDS))
+def serve(request: pytest.FixtureRequest, dispatchers: list[Dispatcher]) -> Serve:
+    """``serve(tools, **config_overrides)``: a dispatcher over each kind of store in turn."""
+    open_store = STORE_KINDS[request.param]
+
+    def make(tools: Tools, **overrides: Any) -> Dispatcher:
+        config = make_config(**overrides)
+        dispatcher = Dispatcher(tools, config, promises=open_store(config))
+        dispatchers.append(dispatcher)
+        return dispatcher
+
+    return make
+
+
+def serve_on(
+    made: list[Dispatcher], tools: Tools, promises: PromiseStore, **overrides: Any
 ) -> Dispatcher:
+    """A dispatcher over the given store (closed with the ``dispatchers`` fixture)."""
     dispatcher = Dispatcher(tools, make_config(**overrides), promises=promises)
     made.append(dispatcher)
     return dispatcher
@@ -245,42 +274,6 @@ def test_every_single_character_change_of_a_token_is_refused_as_invalid() -> Non
     # be refused, since the token is an opaque string, not its bytes.
     assert accepted == [], f"{len(accepted)} changed tokens were accepted, e.g. {accepted[:3]}"
     assert wrong_error == []
-
-
-async def test_a_changed_token_never_reaches_the_table() -> None:
-    clock = FakeClock()
-    sealer = TokenSealer(SECRET, clock=clock)
-    table = SpyTable(sealer, ttl=600, max_entries=100, clock=clock)
-    loop = asyncio.get_running_loop()
-    for _ in range(50):  # many live entries, so an accepted change would find one
-        table.put("tool", loop.create_future(), Progress())
-    tokens = [table.token(entry) for entry in table.spy.values()]
-    token = next(t for t in tokens if "-" in t[5:] and "_" in t[5:])
-    looked_up_by: list[str] = []
-    not_refused: list[str] = []
-    for changed in single_changes(token):
-        before = len(table.spy.lookups)
-        try:
-            table.get(changed)
-        except InvalidToken:
-            pass
-        else:
-            not_refused.append(changed)
-        if len(table.spy.lookups) != before:
-            looked_up_by.append(changed)
-    assert not_refused == [], f"{len(not_refused)} changed tokens were accepted"
-    assert looked_up_by == [], f"{len(looked_up_by)} changed tokens were looked up"
-    assert table.token(table.get(token)) == token  # the spy does see a genuine lookup
-    assert len(table.spy.lookups) == 1
-    table.close()
-
-
-async def test_random_strings_never_reach_the_table() -> None:
-    table = SpyTable(TokenSealer(SECRET), ttl=600, max_entries=10)
-    for junk in ["", "prom_", "prom_" + "A" * 76, "prom_" + "_" * 76, "x" * 81, "PROM_" + "A" * 76]:
-        with pytest.raises(InvalidToken):
-            table.get(junk)
-    assert table.spy.lookups == []
 
 
 @given(st.text(max_size=120))
@@ -395,172 +388,6 @@ def test_an_old_token_under_a_previous_secret_still_expires() -> None:
         rotated.open(old_token)
 
 
-# --- PromiseTable ---------------------------------------------------------------------------
-
-
-def clocked_table(clock: FakeClock, **kwargs: Any) -> PromiseTable:
-    kwargs.setdefault("ttl", 600)
-    kwargs.setdefault("max_entries", 100)
-    return InjectableTable(TokenSealer(SECRET, clock=clock), clock=clock, **kwargs)
-
-
-async def test_a_stored_promise_is_found_by_its_token() -> None:
-    clock = FakeClock()
-    table = clocked_table(clock, ttl=600)
-    task: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-    progress = Progress()
-    entry = table.put("analyze_dataset", task, progress)
-    assert entry.tool == "analyze_dataset"
-    assert entry.task is task
-    assert entry.progress is progress
-    assert entry.expires_at == T0 + 600
-    assert table.token(entry).startswith("prom_")
-    assert table.token(entry) == table.token(entry)  # the same token every time
-    assert table.get(table.token(entry)) is entry
-    assert len(table) == 1
-    table.close()
-
-
-async def test_a_genuine_token_unknown_to_the_table_raises_unknown_promise() -> None:
-    clock = FakeClock()
-    before = clocked_table(clock)
-    entry = before.put("tool", asyncio.get_running_loop().create_future(), Progress())
-    after_restart = clocked_table(clock)  # same secret, fresh memory
-    with pytest.raises(UnknownPromise) as caught:
-        after_restart.get(before.token(entry))
-    assert caught.value.jsonrpc_code == -32602
-    assert caught.value.grpc_status == 5
-    assert caught.value.data == {"reason": "unknown"}
-    before.close()
-
-
-async def test_a_full_table_refuses_a_new_promise_with_promise_table_full_and_does_not_grow() -> (
-    None
-):
-    clock = FakeClock()
-    table = clocked_table(clock, max_entries=3, retry_after=7.0)
-    loop = asyncio.get_running_loop()
-    for _ in range(3):
-        table.put("tool", loop.create_future(), Progress())
-    refused = loop.create_future()
-    with pytest.raises(PromiseTableFull) as caught:
-        table.put("tool", refused, Progress())
-    error = caught.value
-    assert isinstance(error, Overloaded)
-    assert error.jsonrpc_code == -32000
-    assert error.grpc_status == 8
-    assert error.data == {"retry_after": 7.0}
-    assert len(table) == 3
-    assert not table.has_room()
-    assert not refused.cancelled()  # the table leaves the caller's task alone
-    refused.cancel()
-    table.close()
-
-
-async def test_a_full_table_makes_room_by_dropping_expired_entries() -> None:
-    clock = FakeClock()
-    table = clocked_table(clock, ttl=60, max_entries=2)
-    loop = asyncio.get_running_loop()
-    first = table.put("tool", loop.create_future(), Progress())
-    clock.advance(30)
-    table.put("tool", loop.create_future(), Progress())
-    clock.advance(30)  # the first has just expired
-    third = table.put("tool", loop.create_future(), Progress())
-    assert len(table) == 2
-    assert first.task.cancelled()
-    with pytest.raises(ExpiredToken):
-        table.get(table.token(first))
-    assert table.get(table.token(third)) is third
-    table.close()
-
-
-async def test_sweep_drops_only_expired_entries_from_the_front_and_cancels_running_ones() -> None:
-    clock = FakeClock()
-    table = clocked_table(clock, ttl=100)
-    loop = asyncio.get_running_loop()
-    running_old = table.put("a", loop.create_future(), Progress())
-    clock.advance(5)
-    finished_old = table.put("b", loop.create_future(), Progress())
-    outcome = Result(ResponseType.ANSWER, {"content": []}, T0, 1.0)
-    finished_old.task.set_result(outcome)
-    clock.advance(5)
-    running_young = table.put("c", loop.create_future(), Progress())
-
-    assert table.sweep() == 0  # nothing expired yet
-    assert len(table) == 3
-
-    clock.now = T0 + 106  # a and b expired (100, 105), c not (110)
-    assert table.sweep() == 2
-    assert len(table) == 1
-    assert running_old.task.cancelled()
-    assert finished_old.task.result() is outcome  # a finished task is left as it was
-    assert not running_young.task.done()
-    assert table.get(table.token(running_young)) is running_young
-    assert table.sweep() == 0
-
-    clock.now = T0 + 110
-    assert table.sweep() == 1
-    assert len(table) == 0
-    assert running_young.task.cancelled()
-
-
-async def test_the_sweep_timer_frees_expired_entries_without_any_traffic() -> None:
-    table = WatchedTable(TokenSealer(SECRET), ttl=0.05, max_entries=10)
-    loop = asyncio.get_running_loop()
-    running = loop.create_future()
-    finished = loop.create_future()
-    finished.set_result(Result(ResponseType.ANSWER, {"content": []}, time.time(), 0.0))
-    table.put("a", running, Progress())
-    table.put("b", finished, Progress())
-    await asyncio.wait_for(table.emptied.wait(), WAIT)
-    assert len(table) == 0
-    assert running.cancelled()
-    table.close()
-
-
-async def test_wait_returns_at_once_with_zero_and_as_soon_as_the_task_is_done() -> None:
-    clock = FakeClock()
-    table = clocked_table(clock)
-    loop = asyncio.get_running_loop()
-    task = loop.create_future()
-    entry = table.put("tool", task, Progress())
-    assert await table.wait(entry, 0) is False
-    loop.call_soon(task.set_result, Result(ResponseType.ANSWER, {"content": []}, T0, 0.0))
-    started = time.perf_counter()
-    assert await asyncio.wait_for(table.wait(entry, 30), WAIT) is True
-    assert time.perf_counter() - started < WAIT
-    assert await table.wait(entry, 0) is True
-    table.close()
-
-
-async def test_cancel_cancels_a_running_task_and_not_a_finished_one() -> None:
-    clock = FakeClock()
-    table = clocked_table(clock)
-    loop = asyncio.get_running_loop()
-    running = table.put("tool", loop.create_future(), Progress())
-    done_task = loop.create_future()
-    done_task.set_result(Result(ResponseType.ANSWER, {"content": []}, T0, 0.0))
-    finished = table.put("tool", done_task, Progress())
-    assert table.cancel(running) is True
-    assert running.cancelled and running.task.cancelled()
-    assert table.cancel(finished) is False
-    assert not finished.cancelled
-    assert table.cancel(running) is False  # already cancelled: finished
-    table.close()
-
-
-async def test_close_cancels_every_running_task_and_forgets_every_entry() -> None:
-    clock = FakeClock()
-    table = clocked_table(clock)
-    loop = asyncio.get_running_loop()
-    entries = [table.put("tool", loop.create_future(), Progress()) for _ in range(3)]
-    table.close()
-    assert len(table) == 0
-    assert all(e.task.cancelled() for e in entries)
-    with pytest.raises(UnknownPromise):
-        table.get(table.token(entries[0]))
-
-
 # --- the dispatcher's promise flow ---------------------------------------------------------
 
 
@@ -580,21 +407,26 @@ def gated_tools(gate: asyncio.Event, started: asyncio.Event | None = None) -> To
     return tools
 
 
-def test_an_injected_promise_table_is_the_one_the_dispatcher_uses(
+async def test_an_injected_empty_store_is_the_one_the_dispatcher_uses(
     dispatchers: list[Dispatcher],
 ) -> None:
-    clock = FakeClock()
-    table = PromiseTable(TokenSealer(SECRET, clock=clock), ttl=60, max_entries=5, clock=clock)
-    dispatcher = serve(dispatchers, Tools(), promises=table)
-    # `promises or PromiseTable(...)`: a new, empty PromiseTable is falsy (it has __len__).
-    assert dispatcher.promises is table
+    store = MemoryStore(ttl=60, max_entries=5)
+    assert not store  # empty, hence falsy (it has __len__): `promises or ...` would drop it
+    gate = asyncio.Event()
+    dispatcher = serve_on(dispatchers, gated_tools(gate), store)
+    assert dispatcher.promises is store
+    token = token_of(await dispatcher.call("always", {"n": 1}))
+    assert len(store) == 1
+    gate.set()
+    done = await dispatcher.call("redeem", {"promise": token, "wait": WAIT})
+    assert done.body == {"content": [text("done 1")]}
 
 
 async def test_a_call_past_the_promise_deadline_answers_with_a_promise(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate), promise_after=0.05, promise_ttl=600)
+    dispatcher = serve(gated_tools(gate), promise_after=0.05, promise_ttl=600)
     before = time.time()
     result = await asyncio.wait_for(dispatcher.call("wait_for_gate", {"n": 1}), WAIT)
     token = token_of(result)
@@ -612,11 +444,11 @@ async def test_a_call_past_the_promise_deadline_answers_with_a_promise(
 
 
 async def test_a_call_that_finishes_before_the_deadline_is_a_plain_answer(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
     gate.set()
-    dispatcher = serve(dispatchers, gated_tools(gate), promise_after=5)
+    dispatcher = serve(gated_tools(gate), promise_after=5)
     result = await asyncio.wait_for(dispatcher.call("wait_for_gate", {"n": 2}), WAIT)
     assert result.response_type is ResponseType.ANSWER
     assert result.body == {"content": [text("done 2")]}
@@ -624,17 +456,17 @@ async def test_a_call_that_finishes_before_the_deadline_is_a_plain_answer(
 
 
 async def test_a_tool_with_promise_after_always_answers_with_a_promise_at_once(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate), promise_after=math.inf)
+    dispatcher = serve(gated_tools(gate), promise_after=math.inf)
     result = await asyncio.wait_for(dispatcher.call("always", {}), WAIT)
     token_of(result)
     gate.set()
 
 
 async def test_a_tool_with_promise_after_always_promises_even_when_it_finishes_at_once(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     # tools.ALWAYS: "every call of the tool answers with a promise at once".
     tools = Tools()
@@ -643,7 +475,7 @@ async def test_a_tool_with_promise_after_always_promises_even_when_it_finishes_a
     async def submit_job(job: str) -> str:
         return f"job {job} queued"
 
-    dispatcher = serve(dispatchers, tools)
+    dispatcher = serve(tools)
     result = await asyncio.wait_for(dispatcher.call("submit_job", {"job": "j1"}), WAIT)
     token = token_of(result)
     redeemed = await dispatcher.call("redeem", {"promise": token, "wait": WAIT})
@@ -651,10 +483,10 @@ async def test_a_tool_with_promise_after_always_promises_even_when_it_finishes_a
 
 
 async def test_a_tool_with_promise_after_never_is_waited_for_past_the_server_deadline(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate), promise_after=0.01)
+    dispatcher = serve(gated_tools(gate), promise_after=0.01)
     asyncio.get_running_loop().call_later(0.2, gate.set)  # 20 times the server deadline
     result = await asyncio.wait_for(dispatcher.call("never", {"n": 3}), WAIT)
     assert result.response_type is ResponseType.ANSWER
@@ -663,7 +495,7 @@ async def test_a_tool_with_promise_after_never_is_waited_for_past_the_server_dea
 
 
 async def test_a_promised_tool_keeps_running_and_its_outcome_is_stored(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
     tools = Tools()
@@ -675,7 +507,7 @@ async def test_a_promised_tool_keeps_running_and_its_outcome_is_stored(
         finished.set()
         return {"rows": 200}
 
-    dispatcher = serve(dispatchers, tools, promise_after=0.02)
+    dispatcher = serve(tools, promise_after=0.02)
     token = token_of(await asyncio.wait_for(dispatcher.call("long_job", {}), WAIT))
     gate.set()
     await asyncio.wait_for(finished.wait(), WAIT)
@@ -685,7 +517,7 @@ async def test_a_promised_tool_keeps_running_and_its_outcome_is_stored(
 
 
 async def test_redeeming_a_pending_promise_gives_the_same_token_and_the_progress(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     tools = Tools()
     step_one = asyncio.Event()
@@ -703,7 +535,7 @@ async def test_redeeming_a_pending_promise_gives_the_same_token_and_the_progress
         await finish.wait()
         return "crunched"
 
-    dispatcher = serve(dispatchers, tools, promise_after=0.02)
+    dispatcher = serve(tools, promise_after=0.02)
     first = await asyncio.wait_for(dispatcher.call("crunch", {}), WAIT)
     token = token_of(first)
     assert first.extra_meta["progress"] == {"progress": 1, "total": 10, "message": "parsing"}
@@ -730,10 +562,10 @@ async def test_redeeming_a_pending_promise_gives_the_same_token_and_the_progress
 
 
 async def test_a_pending_promise_without_progress_has_no_progress_fields(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate))
+    dispatcher = serve(gated_tools(gate))
     token = token_of(await dispatcher.call("always", {}))
     again = await dispatcher.call("redeem", {"promise": token})
     assert set(again.extra_meta) == {"promise_token", "expires_at"}
@@ -741,10 +573,10 @@ async def test_a_pending_promise_without_progress_has_no_progress_fields(
 
 
 async def test_redeem_with_wait_returns_as_soon_as_the_outcome_is_ready(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate), max_redeem_wait=30)
+    dispatcher = serve(gated_tools(gate), max_redeem_wait=30)
     token = token_of(await dispatcher.call("always", {"n": 4}))
     asyncio.get_running_loop().call_later(0.05, gate.set)
     started = time.perf_counter()
@@ -758,10 +590,10 @@ async def test_redeem_with_wait_returns_as_soon_as_the_outcome_is_ready(
 
 
 async def test_redeem_with_wait_gives_the_promise_again_when_the_wait_runs_out(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate))
+    dispatcher = serve(gated_tools(gate))
     token = token_of(await dispatcher.call("always", {}))
     result = await asyncio.wait_for(
         dispatcher.call("redeem", {"promise": token, "wait": 0.05}), WAIT
@@ -771,10 +603,10 @@ async def test_redeem_with_wait_gives_the_promise_again_when_the_wait_runs_out(
 
 
 async def test_a_redeem_wait_beyond_the_configured_maximum_is_invalid(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate), max_redeem_wait=10)
+    dispatcher = serve(gated_tools(gate), max_redeem_wait=10)
     token = token_of(await dispatcher.call("always", {}))
     with pytest.raises(InvalidParams) as caught:
         await dispatcher.call("redeem", {"promise": token, "wait": 11})
@@ -789,11 +621,12 @@ async def test_a_redeem_caller_that_goes_away_does_not_cancel_the_promised_work(
     dispatchers: list[Dispatcher],
 ) -> None:
     gate = asyncio.Event()
-    table = WaitSignalTable(TokenSealer(SECRET), ttl=600, max_entries=10)
-    dispatcher = serve(dispatchers, gated_tools(gate), promises=table)
+    store = LookupSignalStore(ttl=600, max_entries=10)
+    dispatcher = serve_on(dispatchers, gated_tools(gate), store)
     token = token_of(await dispatcher.call("always", {"n": 5}))
+    store.looked_up.clear()
     waiting = asyncio.create_task(dispatcher.call("redeem", {"promise": token, "wait": 20}))
-    await asyncio.wait_for(table.waiting.wait(), WAIT)
+    await asyncio.wait_for(store.looked_up.wait(), WAIT)  # looked up: now it waits
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(waiting, WAIT)
@@ -803,10 +636,10 @@ async def test_a_redeem_caller_that_goes_away_does_not_cancel_the_promised_work(
 
 
 async def test_redeeming_a_finished_promise_twice_gives_the_identical_result(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate))
+    dispatcher = serve(gated_tools(gate))
     token = token_of(await dispatcher.call("always", {"n": 6}))
     gate.set()
     first = await dispatcher.call("redeem", {"promise": token, "wait": WAIT})
@@ -817,7 +650,7 @@ async def test_redeeming_a_finished_promise_twice_gives_the_identical_result(
 
 
 async def test_a_cancelled_promise_redeems_as_a_cancelled_failure(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     tools = Tools()
     started = asyncio.Event()
@@ -833,7 +666,7 @@ async def test_a_cancelled_promise_redeems_as_a_cancelled_failure(
             raise
         return "never"
 
-    dispatcher = serve(dispatchers, tools)
+    dispatcher = serve(tools)
     token = token_of(await dispatcher.call("long_job", {}))
     await asyncio.wait_for(started.wait(), WAIT)
     cancelled = await dispatcher.call("cancel", {"promise": token})
@@ -852,10 +685,10 @@ async def test_a_cancelled_promise_redeems_as_a_cancelled_failure(
 
 
 async def test_a_redeem_right_after_a_successful_cancel_reports_the_cancellation(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate))
+    dispatcher = serve(gated_tools(gate))
     token = token_of(await dispatcher.call("always", {}))
     cancelled = await dispatcher.call("cancel", {"promise": token})
     assert cancelled.body["structuredContent"] == {"cancelled": True}
@@ -865,11 +698,79 @@ async def test_a_redeem_right_after_a_successful_cancel_reports_the_cancellation
     assert result.body["failure"]["reason"] == "cancelled"
 
 
-async def test_cancelling_a_finished_promise_says_already_finished_and_keeps_the_result(
-    dispatchers: list[Dispatcher],
+async def test_a_redeem_waiting_when_its_promise_is_cancelled_reports_the_cancellation(
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate))
+    dispatcher = serve(gated_tools(gate), max_redeem_wait=30)
+    token = token_of(await dispatcher.call("always", {}))
+    waiting = asyncio.create_task(dispatcher.call("redeem", {"promise": token, "wait": 20}))
+    await asyncio.sleep(0)  # one loop turn: the redeem has looked its record up and waits
+    assert not waiting.done()
+    assert await dispatcher.cancel(token) is True
+    result = await asyncio.wait_for(waiting, WAIT)
+    # Not the promise again: the record it read before waiting is stale by now.
+    assert result.response_type is ResponseType.FAILURE, result
+    assert result.body["failure"]["reason"] == "cancelled"
+
+
+@pytest.mark.parametrize("kind", list(STORE_KINDS))
+async def test_another_dispatcher_sharing_the_store_redeems_long_polls_and_cancels_a_promise(
+    dispatchers: list[Dispatcher], kind: str
+) -> None:
+    config = make_config()
+    store = STORE_KINDS[kind](config)
+    gate = asyncio.Event()
+    reported: dict[int, asyncio.Event] = {1: asyncio.Event(), 2: asyncio.Event()}
+    stopped: list[int] = []
+    stopped_one = asyncio.Event()
+    tools = Tools()
+
+    @tools.tool(promise_after=ALWAYS)
+    async def job(n: int, ctx: Context) -> str:
+        ctx.report_progress(n, 10, "working")
+        reported[n].set()
+        try:
+            await gate.wait()
+        except asyncio.CancelledError:
+            stopped.append(n)
+            stopped_one.set()
+            raise
+        return f"done {n}"
+
+    owner = serve_on(dispatchers, tools, store)
+    other = serve_on(dispatchers, tools, store)  # another process, as far as promises go
+    assert owner.owner != other.owner
+    kept = token_of(await owner.call("job", {"n": 1}))
+    dropped = token_of(await owner.call("job", {"n": 2}))
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in reported.values())), WAIT)
+
+    pending = await other.call("redeem", {"promise": kept})
+    assert token_of(pending) == kept
+    assert pending.extra_meta["progress"] == {"progress": 1, "total": 10, "message": "working"}
+
+    long_poll = asyncio.create_task(other.call("redeem", {"promise": kept, "wait": 20}))
+    cancelled = await other.call("cancel", {"promise": dropped})
+    assert cancelled.body["structuredContent"] == {"cancelled": True}
+    await asyncio.wait_for(stopped_one.wait(), WAIT)
+    assert stopped == [2]  # the owner stopped its task when the store told it
+    assert not long_poll.done()
+
+    gate.set()
+    done = await asyncio.wait_for(long_poll, WAIT)  # woken when the owner's outcome lands
+    assert done.body == {"content": [text("done 1")]}
+    assert (await owner.redeem(kept)).body == {"content": [text("done 1")]}
+    for dispatcher in (owner, other):
+        result = await dispatcher.redeem(dropped)
+        assert result.body["failure"]["reason"] == "cancelled"
+    assert await owner.cancel(kept) is False
+
+
+async def test_cancelling_a_finished_promise_says_already_finished_and_keeps_the_result(
+    serve: Serve,
+) -> None:
+    gate = asyncio.Event()
+    dispatcher = serve(gated_tools(gate))
     token = token_of(await dispatcher.call("always", {"n": 7}))
     gate.set()
     await dispatcher.call("redeem", {"promise": token, "wait": WAIT})
@@ -883,7 +784,7 @@ async def test_cancelling_a_finished_promise_says_already_finished_and_keeps_the
 
 
 async def test_a_tool_that_raises_after_its_deadline_redeems_as_internal_error_with_an_id(
-    dispatchers: list[Dispatcher], caplog: pytest.LogCaptureFixture
+    serve: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     tools = Tools()
     gate = asyncio.Event()
@@ -893,7 +794,7 @@ async def test_a_tool_that_raises_after_its_deadline_redeems_as_internal_error_w
         await gate.wait()
         raise RuntimeError("connection reset by warehouse")
 
-    dispatcher = serve(dispatchers, tools)
+    dispatcher = serve(tools)
     token = token_of(await dispatcher.call("fragile", {}))
     with caplog.at_level(logging.ERROR, logger="mcplite"):
         gate.set()
@@ -910,7 +811,7 @@ async def test_a_tool_that_raises_after_its_deadline_redeems_as_internal_error_w
 
 
 async def test_a_tool_returning_a_failure_after_its_deadline_redeems_as_a_failure(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     tools = Tools()
     gate = asyncio.Event()
@@ -925,7 +826,7 @@ async def test_a_tool_returning_a_failure_after_its_deadline_redeems_as_a_failur
         await gate.wait()
         raise Failure(f"{item} sold out", reason="sold_out")
 
-    dispatcher = serve(dispatchers, tools)
+    dispatcher = serve(tools)
     tokens = [
         token_of(await dispatcher.call(name, {"item": "tea"}))
         for name in ("order", "order_raising")
@@ -945,9 +846,10 @@ async def test_redeem_and_cancel_refuse_bad_tokens_with_the_right_error(
     dispatchers: list[Dispatcher],
 ) -> None:
     clock = FakeClock(time.time())
-    table = clocked_table(clock, ttl=60)
     gate = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate), promises=table)
+    store = MemoryStore(ttl=60, max_entries=10, clock=clock)
+    dispatcher = serve_on(dispatchers, gated_tools(gate), store)
+    dispatcher.sealer = TokenSealer(SECRET, clock=clock)  # tokens expire on the same clock
     token = token_of(await dispatcher.call("always", {}))
     for tool in ("redeem", "cancel"):
         with pytest.raises(InvalidToken):
@@ -957,7 +859,8 @@ async def test_redeem_and_cancel_refuse_bad_tokens_with_the_right_error(
                 tool, {"promise": token[:-1] + ("A" if token[-1] != "A" else "B")}
             )
 
-    restarted = serve(dispatchers, gated_tools(gate))  # same secret, fresh table
+    # The same secret over a fresh store, as after a restart.
+    restarted = serve_on(dispatchers, gated_tools(gate), MemoryStore(ttl=60, max_entries=10))
     with pytest.raises(UnknownPromise):
         await restarted.call("redeem", {"promise": token})
 
@@ -983,18 +886,19 @@ async def test_a_token_from_before_a_secret_rotation_passes_only_with_previous_s
     # Genuine (the MAC checks out under a previous secret) but unknown to this process.
     with pytest.raises(UnknownPromise):
         await rotated.call("redeem", {"promise": token})
-    not_rotated = serve(dispatchers, gated_tools(gate))
+    not_rotated = Dispatcher(gated_tools(gate), make_config())
+    dispatchers.append(not_rotated)
     with pytest.raises(InvalidToken):
         await not_rotated.call("redeem", {"promise": token})
     gate.set()
 
 
 async def test_a_thousand_concurrent_promises_are_all_redeemable_once_released(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
     started = asyncio.Event()
-    dispatcher = serve(dispatchers, gated_tools(gate, started), max_concurrent_calls=4096)
+    dispatcher = serve(gated_tools(gate, started), max_concurrent_calls=4096)
     promised = await asyncio.wait_for(
         asyncio.gather(*(dispatcher.call("always", {"n": n}) for n in range(1000))), WAIT * 4
     )
@@ -1015,7 +919,7 @@ async def test_finished_and_expired_promises_leave_no_entry_task_or_result_behin
     dispatchers: list[Dispatcher],
 ) -> None:
     clock = FakeClock(time.time())
-    table = clocked_table(clock, ttl=60, max_entries=1000)
+    store = MemoryStore(ttl=60, max_entries=1000, clock=clock)
     tools = Tools()
     gate = asyncio.Event()
     task_refs: list[weakref.ref[asyncio.Task[Any]]] = []
@@ -1028,17 +932,17 @@ async def test_finished_and_expired_promises_leave_no_entry_task_or_result_behin
         await gate.wait()
         return {"n": n, "payload": "x" * 1000}
 
-    dispatcher = serve(dispatchers, tools, promises=table)
+    dispatcher = serve_on(dispatchers, tools, store)
     tokens = [token_of(await dispatcher.call("job", {"n": n})) for n in range(200)]
     gate.set()
     for token in tokens[::2]:  # half of them are redeemed, half never are
         await dispatcher.call("redeem", {"promise": token, "wait": WAIT})
     await asyncio.wait_for(asyncio.gather(*other_tasks()), WAIT)
-    assert len(table) == 200
+    assert len(store) == 200
 
     clock.advance(61)
-    assert table.sweep() == 200
-    assert len(table) == 0
+    assert await store.sweep() == 200
+    assert len(store) == 0
     assert other_tasks() == set()
     assert dispatcher.active == 0
     gc.collect()
@@ -1047,7 +951,7 @@ async def test_finished_and_expired_promises_leave_no_entry_task_or_result_behin
 
 
 async def test_a_flood_of_always_promise_calls_stops_at_max_promises(
-    dispatchers: list[Dispatcher],
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
     tools = Tools()
@@ -1059,7 +963,7 @@ async def test_a_flood_of_always_promise_calls_stops_at_max_promises(
         await gate.wait()
         return f"done {n}"
 
-    dispatcher = serve(dispatchers, tools, max_promises=10, retry_after=3.0)
+    dispatcher = serve(tools, max_promises=10, retry_after=3.0)
     tokens = [token_of(await dispatcher.call("job", {"n": n})) for n in range(10)]
     for n in range(10, 15):
         with pytest.raises(PromiseTableFull) as caught:
@@ -1075,8 +979,8 @@ async def test_a_flood_of_always_promise_calls_stops_at_max_promises(
     assert sorted(starts) == list(range(10))  # a refused call never started its tool
 
 
-async def test_a_call_past_its_deadline_with_the_table_full_is_refused_and_its_tool_cancelled(
-    dispatchers: list[Dispatcher],
+async def test_a_call_past_its_deadline_with_the_store_full_is_refused_and_its_tool_cancelled(
+    serve: Serve,
 ) -> None:
     gate = asyncio.Event()
     tools = Tools()
@@ -1093,7 +997,7 @@ async def test_a_call_past_its_deadline_with_the_table_full_is_refused_and_its_t
             raise
         return f"done {n}"
 
-    dispatcher = serve(dispatchers, tools, max_promises=2, promise_after=0.01)
+    dispatcher = serve(tools, max_promises=2, promise_after=0.01)
     for n in range(2):
         token_of(await asyncio.wait_for(dispatcher.call("job", {"n": n}), WAIT))
     with pytest.raises(PromiseTableFull):

@@ -1,0 +1,46 @@
+"""The request context: who is calling, over what, from where.
+
+Every binding builds one per request and hands it to the core with the call;
+the core passes it to :func:`mcplite.authorize.authorize` before a tool runs.
+Headers (HTTP) and metadata (gRPC) are kept as a read-only mapping with
+lowercase names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["Caller", "RequestContext"]
+
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated caller: its subject, the scopes it was granted, its claims."""
+
+    subject: str
+    scopes: frozenset[str] = frozenset()
+    claims: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """One request as the core sees it.
+
+    ``binding`` names the wire (``"http"``, ``"grpc"``, ``"in-process"``; later
+    ``"mcp"``, ``"stdio"``); ``peer`` is the remote ``(host, port)`` when there is
+    one; ``caller`` is set by authentication (None: anonymous).
+    """
+
+    binding: str
+    peer: tuple[str, int] | None = None
+    headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
+    caller: Caller | None = None
+
+
+#: The context of calls made in-process (tests, embedding) when none is given.
+IN_PROCESS = RequestContext("in-process")

@@ -1,0 +1,120 @@
+"""The runner: the one place where user code is awaited, with one exception ladder.
+
+Async tools are awaited on the loop; sync tools run in a thread pool (a blocking
+tool never stalls the loop); async generators are iterated, each part handed to
+whoever streams them.  Whatever the kind, a tool ends in exactly one way:
+
+- it returns (or yields last) a value: that value's :data:`~mcplite.outcomes.Outcome`;
+- it raises :class:`~mcplite.outcomes.Failure`: a failure outcome;
+- it raises an :class:`~mcplite.errors.MCPLiteError`: that protocol error, raised;
+- it raises anything else (a stray ``CancelledError`` included): an
+  :class:`~mcplite.errors.InternalError` carrying an error id, the traceback logged;
+- its task is cancelled (the caller left, the promise was cancelled): cancellation
+  goes on up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .errors import InternalError, MCPLiteError
+from .outcomes import OUTCOME_TYPES, Failure, Outcome, outcome_of
+from .tools import Kind, Tool
+
+__all__ = ["PartSink", "Runner", "aggregate", "being_cancelled", "internal_error"]
+
+log = logging.getLogger("mcplite")
+
+PartSink = Callable[[Any], Awaitable[None]]
+"""Where a streaming tool's parts go, one at a time (awaited: backpressure)."""
+
+
+def aggregate(parts: list[Any]) -> Any:
+    """What a stream's parts add up to when one final value is wanted.
+
+    All-string parts are joined into one string (one text item); any other
+    parts become the list of parts (one content item each).
+    """
+    if all(isinstance(p, str) for p in parts):
+        return "".join(parts)
+    return list(parts)
+
+
+def internal_error(tool: str, exc: BaseException) -> InternalError:
+    """Log an unexpected exception with an id; the error sent carries only the id."""
+    error_id = secrets.token_hex(6)
+    log.error("tool %r raised (error id %s)", tool, error_id, exc_info=exc)
+    return InternalError(
+        f"Internal error in tool '{tool}' (error id {error_id})", {"error_id": error_id}
+    )
+
+
+def being_cancelled() -> bool:
+    """Whether the running task was asked to cancel (vs. a stray CancelledError)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+class Runner:
+    """Runs tools to their outcome; ``sync_workers`` sizes the thread pool for sync tools."""
+
+    def __init__(self, sync_workers: int | None = None) -> None:
+        self._executor = ThreadPoolExecutor(sync_workers, thread_name_prefix="mcplite")
+
+    async def run(self, tool: Tool, args: dict[str, Any], parts: PartSink | None = None) -> Outcome:
+        """Run ``tool`` with validated ``args`` to its outcome.
+
+        A streaming tool's parts go to ``parts`` as they come (and are gathered
+        into the final answer when it yields no outcome of its own).  Raises
+        :class:`MCPLiteError` for protocol errors, ``CancelledError`` when cancelled.
+        """
+        try:
+            if tool.kind is Kind.ASYNC:
+                running = tool.fn(**args)
+                del args  # the tool's frame has them; a pending promise keeps no copy
+                value = await running
+            elif tool.kind is Kind.SYNC:
+                loop = asyncio.get_running_loop()
+                value = await loop.run_in_executor(
+                    self._executor, functools.partial(tool.fn, **args)
+                )
+            else:
+                value = await self._iterate(tool, args, parts)
+        except (Exception, asyncio.CancelledError) as exc:
+            return self._settle(tool, exc)
+        return outcome_of(value)
+
+    def _settle(self, tool: Tool, exc: BaseException) -> Outcome:
+        """The exception ladder: a failure is an outcome; everything else raises."""
+        if isinstance(exc, Failure):
+            return exc
+        if isinstance(exc, MCPLiteError):
+            raise exc
+        if isinstance(exc, asyncio.CancelledError) and being_cancelled():
+            raise exc
+        # Anything else, including a CancelledError a tool raised of its own accord.
+        raise internal_error(tool.name, exc) from None
+
+    async def _iterate(self, tool: Tool, args: dict[str, Any], sink: PartSink | None) -> Any:
+        parts: list[Any] = []
+        agen = tool.fn(**args)
+        try:
+            async for item in agen:
+                if isinstance(item, OUTCOME_TYPES):
+                    return item
+                parts.append(item)
+                if sink is not None:
+                    await sink(item)
+        finally:
+            await agen.aclose()
+        return aggregate(parts)
+
+    def close(self) -> None:
+        """Stop the thread pool; queued sync calls are dropped."""
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,52 @@
+"""Wire constants that the server and the client both need, written once.
+
+Nothing here imports anything of mcplite: the client takes its numbers from this
+module without pulling in a single server module.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "DEFAULT_BASE_PATH",
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "ERROR_DATA_KEY",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "RESPONSE_TYPE_CODES",
+    "RESPONSE_TYPE_NAMES",
+    "SERVER_ERROR",
+    "DEADLINE_ERROR",
+]
+
+#: Where the MCP-lite HTTP endpoints live unless configured otherwise.
+DEFAULT_BASE_PATH: Final = "/mcp-lite/v1"
+
+#: Largest gRPC message accepted, in bytes (grpcio's default receive limit).
+DEFAULT_MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
+
+#: gRPC trailing metadata key that carries an error's JSON ``data``.
+ERROR_DATA_KEY: Final = "mcplite-error-data"
+
+# JSON-RPC 2.0 error codes (spec section 6, and JSON-RPC's reserved range).
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601  # also an unknown tool (spec A.5)
+INVALID_PARAMS: Final = -32602  # also a bad or expired promise token
+INTERNAL_ERROR: Final = -32603
+SERVER_ERROR: Final = -32000  # overloaded, or shutting down: retryable
+DEADLINE_ERROR: Final = -32001
+
+#: ``_meta.response_type`` names and their ``ResponseType`` enum numbers in the proto.
+RESPONSE_TYPE_CODES: Final[dict[str, int]] = {
+    "answer": 0,
+    "promise": 1,
+    "elicitation": 2,
+    "failure": 3,
+    "request-for-more-resource": 4,
+}
+RESPONSE_TYPE_NAMES: Final[dict[int, str]] = {v: k for k, v in RESPONSE_TYPE_CODES.items()}

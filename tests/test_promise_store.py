@@ -1,0 +1,828 @@
+"""The promise store contract (:class:`mcplite.promises.PromiseStore`), run against every store.
+
+Each test here speaks only the Protocol (create, has_room, complete, set_progress,
+get, wait, request_cancel, on_cancel, sweep, close) through the ``store_factory``
+fixture, so a new store (SQLite, Redis) joins the whole file by adding one entry
+to :data:`STORES`.  Records are compared field by field, never by identity: a
+shared store hands out copies.
+
+Sections:
+
+- the contract with the real clock;
+- expiry: tests that move time by hand with a :class:`FakeClock` passed as
+  ``clock=`` (every store factory takes one);
+- background sweeping: only for stores that free expired records with no
+  traffic at all (``sweeps_in_background``);
+- tokens before the store: through the :class:`~mcplite.Dispatcher`, a forged,
+  tampered or expired token never reaches any store method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hmac
+import struct
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypedDict
+
+import pytest
+from conftest import SECRET, make_config
+
+from mcplite import (
+    ALWAYS,
+    Answer,
+    Dispatcher,
+    ExpiredToken,
+    InternalError,
+    InvalidToken,
+    MemoryStore,
+    Overloaded,
+    PromiseRecord,
+    PromiseStatus,
+    PromiseStore,
+    Result,
+    Tools,
+    UnknownPromise,
+)
+from mcplite.errors import MCPLiteError, PromiseTableFull
+from mcplite.promises import CancelListener
+from mcplite.tokens import TokenSealer
+
+WAIT = 5.0  # upper bound of every wait in this file
+T0 = 1_704_110_400.0  # 2024-01-01T12:00:00Z
+OWNER = "host-a/4242/0badf00d"
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"  # base64url
+
+
+@dataclass
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    now: float = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+# --- the stores under test -------------------------------------------------------------------
+
+
+class StoreOptions(TypedDict):
+    ttl: float
+    max_entries: int
+    retry_after: float
+    clock: Callable[[], float]
+
+
+class StoreFactory(Protocol):
+    """Makes a fresh, empty store (closed when the test ends)."""
+
+    def __call__(
+        self,
+        *,
+        ttl: float = 600.0,
+        max_entries: int = 100,
+        retry_after: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> PromiseStore: ...
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    name: str
+    #: Opens a store; ``request`` gives it fixtures it may need (tmp_path, a server).
+    open: Callable[[pytest.FixtureRequest, StoreOptions], PromiseStore]
+    #: Frees expired records by itself, with no call to sweep(), has_room() or create().
+    sweeps_in_background: bool
+
+
+def open_memory_store(request: pytest.FixtureRequest, options: StoreOptions) -> PromiseStore:
+    return MemoryStore(**options)
+
+
+STORES = [StoreKind("memory", open_memory_store, sweeps_in_background=True)]
+
+
+@asynccontextmanager
+async def opened(request: pytest.FixtureRequest, kind: StoreKind) -> AsyncIterator[StoreFactory]:
+    made: list[PromiseStore] = []
+
+    def make(
+        *,
+        ttl: float = 600.0,
+        max_entries: int = 100,
+        retry_after: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> PromiseStore:
+        options = StoreOptions(
+            ttl=ttl, max_entries=max_entries, retry_after=retry_after, clock=clock
+        )
+        store = kind.open(request, options)
+        made.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in made:
+            await store.close()
+
+
+@pytest.fixture(params=STORES, ids=lambda kind: kind.name)
+async def store_factory(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
+    async with opened(request, request.param) as make:
+        yield make
+
+
+@pytest.fixture(
+    params=[kind for kind in STORES if kind.sweeps_in_background], ids=lambda kind: kind.name
+)
+async def background_sweeping_store_factory(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[StoreFactory]:
+    async with opened(request, request.param) as make:
+        yield make
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+class Listener:
+    """An ``on_cancel`` listener recording the ids it was told to stop."""
+
+    def __init__(self) -> None:
+        self.told: list[bytes] = []
+        self.called = asyncio.Event()
+
+    def __call__(self, promise_id: bytes) -> None:
+        self.told.append(promise_id)
+        self.called.set()
+
+
+def answer(text: str, timestamp: float = T0) -> Result:
+    return Result(Answer([{"type": "text", "text": text}]), timestamp, 12.5)
+
+
+def fields(record: PromiseRecord) -> tuple[Any, ...]:
+    """What a record says, comparable across copies (errors by type, message and data)."""
+    error = record.error
+    shown_error = None if error is None else (type(error), error.message, error.data)
+    return (
+        record.promise_id,
+        record.tool,
+        record.owner,
+        record.expires_at,
+        record.status,
+        record.progress,
+        record.result,
+        shown_error,
+    )
+
+
+async def assert_unknown(store: PromiseStore, promise_id: bytes) -> None:
+    with pytest.raises(UnknownPromise):
+        await store.get(promise_id)
+
+
+# --- the contract ----------------------------------------------------------------------------
+
+
+async def test_a_created_record_is_running_and_found_by_its_id(
+    store_factory: StoreFactory,
+) -> None:
+    clock = FakeClock()
+    store = store_factory(ttl=600, clock=clock)
+    record = await store.create("analyze_dataset", OWNER)
+    assert len(record.promise_id) == 16
+    assert record.tool == "analyze_dataset"
+    assert record.owner == OWNER
+    assert record.expires_at == T0 + 600
+    assert record.status is PromiseStatus.RUNNING
+    assert (record.progress, record.result, record.error) == (None, None, None)
+    assert fields(await store.get(record.promise_id)) == fields(record)
+
+
+async def test_every_record_gets_its_own_random_id(store_factory: StoreFactory) -> None:
+    store = store_factory(max_entries=200)
+    ids = {(await store.create("tool", OWNER)).promise_id for _ in range(200)}
+    assert len(ids) == 200
+
+
+async def test_an_unknown_id_raises_unknown_promise_on_every_lookup(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    await store.create("tool", OWNER)
+    unknown = b"\x00" * 16
+    with pytest.raises(UnknownPromise) as caught:
+        await store.get(unknown)
+    assert caught.value.jsonrpc_code == -32602
+    assert caught.value.grpc_status == 5
+    assert caught.value.data == {"reason": "unknown"}
+    with pytest.raises(UnknownPromise):
+        await store.wait(unknown, 0)
+    with pytest.raises(UnknownPromise):
+        await store.wait(unknown, WAIT)  # not waited for: there is nothing to wait on
+    with pytest.raises(UnknownPromise):
+        await store.request_cancel(unknown)
+
+
+async def test_a_second_store_does_not_know_the_first_ones_records(
+    store_factory: StoreFactory,
+) -> None:
+    # A restart with the same secret: the token is genuine, the record is gone.
+    before = store_factory()
+    record = await before.create("tool", OWNER)
+    after_restart = store_factory()
+    await assert_unknown(after_restart, record.promise_id)
+
+
+async def test_completing_an_unknown_record_or_setting_its_progress_is_harmless(
+    store_factory: StoreFactory,
+) -> None:
+    # A promised task may finish after its record expired and was dropped.
+    store = store_factory()
+    await store.complete(b"\x01" * 16, answer("late"))
+    await store.complete(b"\x02" * 16, None, InternalError("boom"))
+    store.set_progress(b"\x03" * 16, {"progress": 1})
+    await assert_unknown(store, b"\x01" * 16)
+
+
+async def test_a_completed_record_is_done_with_its_result(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    result = answer("done")
+    await store.complete(record.promise_id, result)
+    done = await store.get(record.promise_id)
+    assert done.status is PromiseStatus.DONE
+    assert done.result == result
+    assert done.error is None
+
+
+async def test_a_record_completed_with_a_protocol_error_keeps_the_error(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    error = InternalError("Internal error in tool 'tool' (error id ab12)", {"error_id": "ab12"})
+    await store.complete(record.promise_id, None, error)
+    done = await store.get(record.promise_id)
+    assert done.status is PromiseStatus.DONE
+    assert done.result is None
+    assert done.error is not None
+    assert (type(done.error), done.error.message, done.error.data) == (
+        InternalError,
+        error.message,
+        {"error_id": "ab12"},
+    )
+    assert isinstance(done.error, MCPLiteError)
+
+
+async def test_the_first_outcome_of_a_record_is_the_one_kept(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    await store.complete(record.promise_id, answer("first"))
+    await store.complete(record.promise_id, answer("second"))
+    await store.complete(record.promise_id, None, InternalError("third"))
+    done = await store.get(record.promise_id)
+    assert done.result == answer("first")
+    assert done.error is None
+
+
+async def test_progress_is_kept_on_the_record_and_the_last_report_wins(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    store.set_progress(record.promise_id, {"progress": 1, "total": 10, "message": "parsing"})
+    store.set_progress(
+        record.promise_id,
+        {"progress": 7, "total": 10, "message": "indexing", "estimated_completion": T0 + 5},
+    )
+    seen = await store.get(record.promise_id)
+    assert seen.progress == {
+        "progress": 7,
+        "total": 10,
+        "message": "indexing",
+        "estimated_completion": T0 + 5,
+    }
+    assert seen.status is PromiseStatus.RUNNING
+
+
+async def test_a_store_has_room_for_exactly_max_entries_records(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory(max_entries=3)
+    for _ in range(3):
+        assert await store.has_room()
+        await store.create("tool", OWNER)
+    assert not await store.has_room()
+
+
+async def test_a_full_store_refuses_a_new_record_with_promise_table_full_and_does_not_grow(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory(max_entries=3, retry_after=7.0)
+    kept = [await store.create("tool", OWNER) for _ in range(3)]
+    for _ in range(3):
+        with pytest.raises(PromiseTableFull) as caught:
+            await store.create("tool", OWNER)
+        error = caught.value
+        assert isinstance(error, Overloaded)
+        assert error.jsonrpc_code == -32000
+        assert error.grpc_status == 8
+        assert error.data == {"retry_after": 7.0}
+        assert error.retry_after == 7.0
+    assert not await store.has_room()
+    for record in kept:
+        assert fields(await store.get(record.promise_id)) == fields(record)
+
+
+async def test_finished_and_cancelled_records_still_hold_their_place_until_they_expire(
+    store_factory: StoreFactory,
+) -> None:
+    # Results stay redeemable until the token expires, so they count against the bound.
+    store = store_factory(max_entries=2)
+    done = await store.create("tool", OWNER)
+    cancelled = await store.create("tool", OWNER)
+    await store.complete(done.promise_id, answer("kept"))
+    assert await store.request_cancel(cancelled.promise_id)
+    assert not await store.has_room()
+    with pytest.raises(PromiseTableFull):
+        await store.create("tool", OWNER)
+
+
+async def test_wait_returns_at_once_for_a_zero_timeout(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    seen = await asyncio.wait_for(store.wait(record.promise_id, 0), WAIT)
+    assert seen.status is PromiseStatus.RUNNING
+
+
+async def test_wait_returns_as_soon_as_complete_lands(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    result = answer("done")
+    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
+    await asyncio.sleep(0)  # let the waiter start waiting before the outcome lands
+    assert not waiting.done()
+    started = time.perf_counter()
+    await store.complete(record.promise_id, result)
+    seen = await asyncio.wait_for(waiting, WAIT)
+    assert time.perf_counter() - started < WAIT  # far below the 30 s asked for
+    assert seen.status is PromiseStatus.DONE
+    assert seen.result == result
+    again = await store.wait(record.promise_id, 0)
+    assert again.status is PromiseStatus.DONE
+
+
+async def test_wait_on_a_finished_record_returns_it_without_waiting(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    await store.complete(record.promise_id, answer("done"))
+    seen = await asyncio.wait_for(store.wait(record.promise_id, 30), WAIT)
+    assert seen.result == answer("done")
+
+
+async def test_wait_gives_the_running_record_back_when_its_timeout_runs_out(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    seen = await asyncio.wait_for(store.wait(record.promise_id, 0.05), WAIT)
+    assert seen.status is PromiseStatus.RUNNING
+    await store.complete(record.promise_id, answer("later"))  # still completes afterwards
+    assert (await store.get(record.promise_id)).result == answer("later")
+
+
+async def test_wait_returns_as_soon_as_the_record_is_cancelled(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
+    await asyncio.sleep(0)
+    assert await store.request_cancel(record.promise_id)
+    seen = await asyncio.wait_for(waiting, WAIT)
+    assert seen.status is PromiseStatus.CANCELLED
+
+
+async def test_every_waiter_wakes_even_when_another_waiter_gave_up(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    quitter = asyncio.create_task(store.wait(record.promise_id, 30))
+    stayers = [asyncio.create_task(store.wait(record.promise_id, 30)) for _ in range(3)]
+    await asyncio.sleep(0)
+    quitter.cancel()  # a redeem whose client went away
+    with pytest.raises(asyncio.CancelledError):
+        await quitter
+    await store.complete(record.promise_id, answer("done"))
+    seen = await asyncio.wait_for(asyncio.gather(*stayers), WAIT)
+    assert [r.status for r in seen] == [PromiseStatus.DONE] * 3
+
+
+async def test_waiters_on_different_records_wake_each_for_their_own_record(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    first = await store.create("tool", OWNER)
+    second = await store.create("tool", OWNER)
+    on_first = asyncio.create_task(store.wait(first.promise_id, 30))
+    on_second = asyncio.create_task(store.wait(second.promise_id, 30))
+    await asyncio.sleep(0)
+    await store.complete(first.promise_id, answer("first"))
+    assert (await asyncio.wait_for(on_first, WAIT)).result == answer("first")
+    assert not on_second.done()  # still waiting, for its own record
+    await store.complete(second.promise_id, answer("second"))
+    assert (await asyncio.wait_for(on_second, WAIT)).result == answer("second")
+
+
+async def test_request_cancel_cancels_a_running_record_and_tells_every_listener(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    first, second = Listener(), Listener()
+    store.on_cancel(first)
+    store.on_cancel(second)  # e.g. two dispatchers sharing the store
+    record = await store.create("tool", OWNER)
+    other = await store.create("tool", OWNER)
+    assert await store.request_cancel(record.promise_id) is True
+    assert (await store.get(record.promise_id)).status is PromiseStatus.CANCELLED
+    assert first.told == [record.promise_id]
+    assert second.told == [record.promise_id]
+    assert (await store.get(other.promise_id)).status is PromiseStatus.RUNNING
+
+
+async def test_request_cancel_of_a_finished_record_is_false_and_keeps_its_result(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    listener = Listener()
+    store.on_cancel(listener)
+    record = await store.create("tool", OWNER)
+    await store.complete(record.promise_id, answer("kept"))
+    assert await store.request_cancel(record.promise_id) is False
+    done = await store.get(record.promise_id)
+    assert done.status is PromiseStatus.DONE
+    assert done.result == answer("kept")
+    assert listener.told == []
+
+
+async def test_a_cancelled_record_stays_cancelled_even_if_its_outcome_comes_later(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    listener = Listener()
+    store.on_cancel(listener)
+    record = await store.create("tool", OWNER)
+    assert await store.request_cancel(record.promise_id) is True
+    assert await store.request_cancel(record.promise_id) is False  # already over
+    await store.complete(record.promise_id, answer("too late"))
+    await store.complete(record.promise_id, None, InternalError("too late"))
+    cancelled = await store.get(record.promise_id)
+    assert cancelled.status is PromiseStatus.CANCELLED
+    assert (cancelled.result, cancelled.error) == (None, None)
+    assert listener.told == [record.promise_id]  # told once
+
+
+async def test_close_stops_every_running_record_and_forgets_every_record(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    listener = Listener()
+    store.on_cancel(listener)
+    running = [await store.create("tool", OWNER) for _ in range(3)]
+    done = await store.create("tool", OWNER)
+    await store.complete(done.promise_id, answer("done"))
+    await store.close()
+    assert sorted(listener.told) == sorted(r.promise_id for r in running)
+    for record in [*running, done]:
+        await assert_unknown(store, record.promise_id)
+
+
+async def test_close_ends_a_pending_wait_instead_of_leaving_it_hanging(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    record = await store.create("tool", OWNER)
+    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
+    await asyncio.sleep(0)
+    await store.close()
+    with pytest.raises(UnknownPromise):
+        await asyncio.wait_for(waiting, WAIT)
+
+
+# --- expiry: tests that move a FakeClock by hand ---------------------------------------------
+
+
+async def test_a_full_store_makes_room_by_dropping_expired_records(
+    store_factory: StoreFactory,
+) -> None:
+    clock = FakeClock()
+    store = store_factory(ttl=60, max_entries=2, clock=clock)
+    listener = Listener()
+    store.on_cancel(listener)
+    first = await store.create("tool", OWNER)
+    clock.advance(30)
+    second = await store.create("tool", OWNER)
+    clock.advance(29.999)
+    assert not await store.has_room()  # the first expires at T0 + 60, not before
+    clock.advance(0.001)
+    assert await store.has_room()
+    third = await store.create("tool", OWNER)
+    assert listener.told == [first.promise_id]  # it was running: its owner stops it
+    await assert_unknown(store, first.promise_id)
+    assert (await store.get(second.promise_id)).status is PromiseStatus.RUNNING
+    assert fields(await store.get(third.promise_id)) == fields(third)
+    with pytest.raises(PromiseTableFull):
+        await store.create("tool", OWNER)
+
+
+async def test_sweep_drops_only_expired_records_and_stops_the_running_ones(
+    store_factory: StoreFactory,
+) -> None:
+    clock = FakeClock()
+    store = store_factory(ttl=100, clock=clock)
+    listener = Listener()
+    store.on_cancel(listener)
+    running_old = await store.create("a", OWNER)
+    clock.advance(5)
+    finished_old = await store.create("b", OWNER)
+    await store.complete(finished_old.promise_id, answer("b"))
+    clock.advance(5)
+    running_young = await store.create("c", OWNER)
+
+    assert await store.sweep() == 0  # nothing expired yet
+    assert listener.told == []
+
+    clock.now = T0 + 106  # a and b expired (100, 105), c not (110)
+    assert await store.sweep() == 2
+    assert listener.told == [running_old.promise_id]  # a finished record needs no stop
+    await assert_unknown(store, running_old.promise_id)
+    await assert_unknown(store, finished_old.promise_id)
+    assert (await store.get(running_young.promise_id)).status is PromiseStatus.RUNNING
+    assert await store.sweep() == 0
+
+    clock.now = T0 + 110  # exactly c's expiry
+    assert await store.sweep() == 1
+    assert listener.told == [running_old.promise_id, running_young.promise_id]
+    await assert_unknown(store, running_young.promise_id)
+
+
+async def test_an_expired_cancelled_record_is_dropped_without_stopping_it_again(
+    store_factory: StoreFactory,
+) -> None:
+    clock = FakeClock()
+    store = store_factory(ttl=10, clock=clock)
+    listener = Listener()
+    store.on_cancel(listener)
+    record = await store.create("tool", OWNER)
+    assert await store.request_cancel(record.promise_id)
+    clock.advance(10)
+    assert await store.sweep() == 1
+    assert listener.told == [record.promise_id]
+    await assert_unknown(store, record.promise_id)
+
+
+async def test_a_record_expiring_during_a_wait_ends_the_wait(
+    store_factory: StoreFactory,
+) -> None:
+    clock = FakeClock()
+    store = store_factory(ttl=10, clock=clock)
+    record = await store.create("tool", OWNER)
+    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
+    await asyncio.sleep(0)
+    clock.advance(10)
+    assert await store.sweep() == 1
+    with pytest.raises(UnknownPromise):
+        await asyncio.wait_for(waiting, WAIT)
+
+
+# --- background sweeping: expired records are freed with no traffic at all --------------------
+
+
+async def test_the_sweep_timer_frees_expired_records_without_any_traffic(
+    background_sweeping_store_factory: StoreFactory,
+) -> None:
+    store = background_sweeping_store_factory(ttl=0.05)
+    listener = Listener()
+    store.on_cancel(listener)
+    finished = await store.create("a", OWNER)
+    await store.complete(finished.promise_id, answer("a"))
+    running = await store.create("b", OWNER)
+    # No create, has_room or sweep from here on: only the store's own timer runs.
+    await asyncio.wait_for(listener.called.wait(), WAIT)
+    assert listener.told == [running.promise_id]
+    await assert_unknown(store, finished.promise_id)  # dropped first: it expired first
+    await assert_unknown(store, running.promise_id)
+
+
+# --- tokens before the store: a bad token never reaches it ------------------------------------
+
+
+class SpyStore:
+    """A :class:`PromiseStore` delegating to another, recording every lookup by id."""
+
+    def __init__(self, inner: PromiseStore) -> None:
+        self.inner = inner
+        self.lookups: list[tuple[str, bytes]] = []
+        self.created: list[PromiseRecord] = []
+
+    async def create(self, tool: str, owner: str) -> PromiseRecord:
+        record = await self.inner.create(tool, owner)
+        self.created.append(record)
+        return record
+
+    async def has_room(self) -> bool:
+        return await self.inner.has_room()
+
+    async def complete(
+        self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
+    ) -> None:
+        await self.inner.complete(promise_id, result, error)
+
+    def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
+        self.inner.set_progress(promise_id, progress)
+
+    async def get(self, promise_id: bytes) -> PromiseRecord:
+        self.lookups.append(("get", promise_id))
+        return await self.inner.get(promise_id)
+
+    async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
+        self.lookups.append(("wait", promise_id))
+        return await self.inner.wait(promise_id, timeout)
+
+    async def request_cancel(self, promise_id: bytes) -> bool:
+        self.lookups.append(("request_cancel", promise_id))
+        return await self.inner.request_cancel(promise_id)
+
+    def on_cancel(self, listener: CancelListener) -> None:
+        self.inner.on_cancel(listener)
+
+    async def sweep(self) -> int:
+        return await self.inner.sweep()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def single_changes(token: str) -> Iterator[str]:
+    """Every single-character change of ``token``: substitutions, deletions, insertions,
+    truncations and extensions (each distinct from the token)."""
+    out: dict[str, None] = {}
+    for i, ch in enumerate(token):
+        nxt = ALPHABET[(ALPHABET.index(ch) + 1) % 64] if ch in ALPHABET else "A"
+        subs = {nxt, ch.swapcase(), "A", "0", "-", "_", "+", "/", "=", "!", " ", "\u00e9", "\x00"}
+        for sub in subs:
+            out[token[:i] + sub + token[i + 1 :]] = None
+        out[token[:i] + token[i + 1 :]] = None
+        out[token[:i] + "A" + token[i:]] = None
+    for n in (0, 1, 4, 5, 6, 40, len(token) - 2, len(token) - 1):
+        out[token[:n]] = None
+    for extension in ("A", "-", "=", "==", "\n", " ", token):
+        out[token + extension] = None
+    out[" " + token] = None
+    out.pop(token, None)
+    return iter(out)
+
+
+def gated(gate: asyncio.Event) -> Tools:
+    tools = Tools()
+
+    @tools.tool(promise_after=ALWAYS)
+    async def job(n: int = 0) -> str:
+        await gate.wait()
+        return f"done {n}"
+
+    return tools
+
+
+async def spied_dispatcher(
+    dispatchers: list[Dispatcher], store_factory: StoreFactory, gate: asyncio.Event, count: int
+) -> tuple[Dispatcher, SpyStore, list[str]]:
+    """A dispatcher over a spied store holding ``count`` live promises, and their tokens."""
+    spy = SpyStore(store_factory(max_entries=count + 10))
+    dispatcher = Dispatcher(gated(gate), make_config(), promises=spy)
+    dispatchers.append(dispatcher)
+    tokens = []
+    for n in range(count):
+        promised = await dispatcher.call("job", {"n": n})
+        token = promised.extra_meta["promise_token"]
+        assert isinstance(token, str)
+        tokens.append(token)
+    assert spy.lookups == []
+    return dispatcher, spy, tokens
+
+
+async def test_a_changed_token_never_reaches_the_store(
+    dispatchers: list[Dispatcher], store_factory: StoreFactory
+) -> None:
+    gate = asyncio.Event()
+    # Many live records, so that a change the MAC let through would find one.
+    dispatcher, spy, tokens = await spied_dispatcher(dispatchers, store_factory, gate, 50)
+    token = next(t for t in tokens if "-" in t[5:] and "_" in t[5:])
+    not_refused: list[str] = []
+    count = 0
+    for changed in single_changes(token):
+        count += 1
+        for attempt in (dispatcher.redeem, dispatcher.cancel):
+            try:
+                await attempt(changed)
+            except InvalidToken:
+                continue
+            not_refused.append(changed)
+    assert count > 81 * 10
+    assert not_refused == [], f"{len(not_refused)} changed tokens were not refused"
+    assert spy.lookups == [], f"{len(spy.lookups)} lookups by changed tokens"
+
+    promise_id = spy.created[tokens.index(token)].promise_id
+    pending = await dispatcher.redeem(token)  # the genuine token does reach the store
+    assert pending.extra_meta["promise_token"] == token
+    assert spy.lookups == [("get", promise_id)]
+    assert await dispatcher.cancel(token) is True
+    assert spy.lookups[1:] == [("request_cancel", promise_id)]
+    gate.set()
+
+
+async def test_strings_that_are_not_tokens_never_reach_the_store(
+    dispatchers: list[Dispatcher], store_factory: StoreFactory
+) -> None:
+    gate = asyncio.Event()
+    dispatcher, spy, _ = await spied_dispatcher(dispatchers, store_factory, gate, 3)
+    junk = ["", "prom_", "prom_a7b9c2d4e6f8", "prom_" + "A" * 76, "prom_" + "_" * 76]
+    junk += ["x" * 81, "PROM_" + "A" * 76]
+    for value in junk:
+        with pytest.raises(InvalidToken):
+            await dispatcher.redeem(value)
+        with pytest.raises(InvalidToken):
+            await dispatcher.cancel(value)
+        for tool in ("redeem", "cancel"):  # and through the system tools
+            with pytest.raises(InvalidToken):
+                await dispatcher.call(tool, {"promise": value})
+    assert spy.lookups == []
+    gate.set()
+
+
+async def test_forged_tokens_for_live_records_never_reach_the_store(
+    dispatchers: list[Dispatcher], store_factory: StoreFactory
+) -> None:
+    gate = asyncio.Event()
+    dispatcher, spy, tokens = await spied_dispatcher(dispatchers, store_factory, gate, 2)
+    live = [record.promise_id for record in spy.created]
+    expires_at = spy.created[0].expires_at
+    raw = base64.urlsafe_b64decode(tokens[0][5:] + "=")
+    other_raw = base64.urlsafe_b64decode(tokens[1][5:] + "=")
+
+    def encode(data: bytes) -> str:
+        return "prom_" + base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    later = struct.pack(">Q", int((expires_at + 86_400) * 1000))
+    forged = [
+        # the right id and expiry, sealed under someone else's secret
+        TokenSealer(b"someone-else-0123456789").seal(live[0], expires_at),
+        # the expiry pushed back a day, the MAC left as it was
+        encode(raw[:17] + later + raw[25:]),
+        # the other record's id under this record's MAC
+        encode(raw[:1] + other_raw[1:17] + raw[17:]),
+        # another format version with a MAC that is right for it
+        encode(bytes([2]) + raw[1:25] + hmac.digest(SECRET, bytes([2]) + raw[1:25], "sha256")),
+    ]
+    for token in forged:
+        with pytest.raises(InvalidToken):
+            await dispatcher.redeem(token)
+        with pytest.raises(InvalidToken):
+            await dispatcher.cancel(token)
+    assert spy.lookups == []
+    gate.set()
+
+
+async def test_an_expired_token_never_reaches_the_store_even_while_its_record_lives(
+    dispatchers: list[Dispatcher], store_factory: StoreFactory
+) -> None:
+    gate = asyncio.Event()
+    dispatcher, spy, _ = await spied_dispatcher(dispatchers, store_factory, gate, 1)
+    promise_id = spy.created[0].promise_id
+    # Genuine (sealed under the server's secret) but past its expiry.
+    expired = TokenSealer(SECRET).seal(promise_id, time.time() - 1)
+    with pytest.raises(ExpiredToken):
+        await dispatcher.redeem(expired)
+    with pytest.raises(ExpiredToken):
+        await dispatcher.redeem(expired, wait=WAIT)
+    with pytest.raises(ExpiredToken):
+        await dispatcher.cancel(expired)
+    with pytest.raises(ExpiredToken):
+        await dispatcher.call("redeem", {"promise": expired})
+    assert spy.lookups == []
+    assert (await spy.inner.get(promise_id)).status is PromiseStatus.RUNNING
+    gate.set()
