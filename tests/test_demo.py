@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from conftest import RunningServer, make_config, start_server
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mcplite.demo
 from mcplite import Dispatcher, InvalidParams, Partial, ResponseType, Result
 from mcplite.demo import tools as demo_tools
+from mcplite.schema import compile_schema
+from mcplite.testing import InMemoryClient
+from mcplite.tools import Kind
 
 WAIT = 5.0  # upper bound of every wait in this file
 
@@ -348,3 +354,89 @@ def test_the_demo_server_answers_a_search_over_http(demo_server: RunningServer) 
     result = reply["result"]
     assert result["_meta"]["response_type"] == "answer"
     assert [hit["title"] for hit in result["content"]] == ["Streaming with Server-Sent Events"]
+
+
+# --- any input the schema accepts: an outcome, never an internal error --------------
+
+# Strings where the demo's string handling could break: lone surrogates (JSON's
+# "\ud800" decodes to one), NUL, nothing searchable, and the prefixes the demo
+# treats specially, glued to anything.
+_TRICKY = ["\ud800", "\udfff", "a\udc00b", "\x00", " ", "?!", "missing\ud800", "huge\udbff"]
+_ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=24)  # Cs included
+
+
+def _strings(schema: Mapping[str, Any]) -> st.SearchStrategy[str]:
+    low, high = schema.get("minLength", 0), schema.get("maxLength")
+    glued = st.builds(str.__add__, st.sampled_from(["missing", "huge", "doc_"]), _ANY_TEXT)
+    options = st.one_of(st.sampled_from(_TRICKY), _ANY_TEXT, glued)
+    return options.filter(lambda s: low <= len(s) and (high is None or len(s) <= high))
+
+
+def _values(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
+    """Values valid under ``schema``, for the schema shapes the demo tools use."""
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kind = schema.get("type")
+    if kind == "string":
+        return _strings(schema)
+    if kind == "integer":
+        return st.integers(schema.get("minimum"), schema.get("maximum"))
+    if kind == "number":
+        return st.floats(schema.get("minimum"), schema.get("maximum"), allow_nan=False)
+    if kind == "boolean":
+        return st.booleans()
+    raise AssertionError(f"teach this test to generate {schema!r}")
+
+
+def _arguments(schema: Mapping[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    properties = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    return st.fixed_dictionaries(
+        {name: _values(sub) for name, sub in properties.items() if name in required},
+        optional={name: _values(sub) for name, sub in properties.items() if name not in required},
+    )
+
+
+async def _outcome(name: str, arguments: dict[str, Any]) -> None:
+    """Call the tool in memory (the JSON trip included); raises what the client
+    raises, InternalServerError (-32603) among it."""
+    tool = next(t for t in demo_tools if t.name == name)
+    async with InMemoryClient(demo_tools, make_config(promise_after=WAIT)) as client:
+        if tool.kind is Kind.STREAM:
+            items = [item async for item in client.stream(name, arguments)]
+            assert items and not isinstance(items[-1], Partial)
+        response = await client.call(name, arguments)
+        assert response.response_type in {
+            "answer",
+            "failure",
+            "elicitation",
+            "request-for-more-resource",
+        }
+
+
+@pytest.mark.parametrize("name", sorted(t.name for t in demo_tools))
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_a_demo_tool_answers_any_arguments_its_schema_accepts_without_an_internal_error(
+    name: str, data: st.DataObject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mcplite.demo, "STEP_SECONDS", 0.0)  # comprehensive: no waiting
+    monkeypatch.setattr(mcplite.demo, "SECTION_SECONDS", 0.0)
+    schema = next(t for t in demo_tools if t.name == name).input_schema
+    arguments = data.draw(_arguments(schema), label="arguments")
+    compile_schema(schema)(arguments)  # the generator's promise: valid input
+    asyncio.run(asyncio.wait_for(_outcome(name, arguments), WAIT))
+
+
+async def test_analyze_dataset_answers_a_lone_surrogate_id_it_accepts() -> None:
+    async with InMemoryClient(demo_tools, make_config()) as client:
+        response = await client.call("analyze_dataset", {"dataset_id": "\ud800"})
+    assert response.response_type == "answer"
+    [summary] = response.content
+    assert summary["dataset_id"] == "\ud800"
+    assert summary["rows"] == 200
+    assert not math.isnan(summary["mean"])

@@ -13,7 +13,8 @@ The URL picks the transport::
 
 - An ``http://`` URL without a path means the default base path ``/mcp-lite/v1``.
 - :meth:`BaseClient.call` redeems promises by itself (long-polling ``redeem``) until
-  the outcome or its ``timeout``; ``wait=False`` hands back the promise.
+  the outcome or its ``timeout``; ``wait=False`` hands back the promise.  How long
+  one long poll may last is the server's to say: the ``redeem`` tool's schema.
 - Protocol errors raise :class:`RPCError` subclasses that keep the JSON-RPC
   ``code``, ``message`` and ``data``; gRPC statuses are mapped to the same classes
   (and the same codes).  Business outcomes (failure, elicitation, ...) are
@@ -28,16 +29,16 @@ The URL picks the transport::
 from __future__ import annotations
 
 import asyncio
+import math
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
-from ..envelope import Partial
+from ..outcomes import Partial
 
 __all__ = [
-    "MAX_REDEEM_WAIT",
     "BaseClient",
     "Client",
     "ClientError",
@@ -57,8 +58,6 @@ __all__ = [
     "rpc_error",
 ]
 
-#: Longest ``wait`` of one ``redeem`` long poll, in seconds (the server's bound).
-MAX_REDEEM_WAIT = 30.0
 #: Base path of an ``http://`` URL given without one.
 DEFAULT_BASE_PATH = "/mcp-lite/v1"
 DEFAULT_GRPC_PORT = 50051
@@ -333,6 +332,7 @@ class BaseClient:
             raise ValueError("timeout must be positive")
         self.transport = transport
         self.timeout = timeout
+        self._redeem_wait: float | None = None  # see _longest_redeem_wait
 
     async def __aenter__(self) -> BaseClient:
         return self
@@ -386,6 +386,7 @@ class BaseClient:
         )
         if not wait:
             return response
+        pause = _FIRST_POLL_PAUSE
         while response.response_type == "promise":
             token = response.promise_token
             if token is None:
@@ -397,14 +398,54 @@ class BaseClient:
                     f"redeem promise {token} later to get it",
                     token,
                 )
-            response = await self.redeem(token, wait=min(MAX_REDEEM_WAIT, remaining))
+            longest = await self._longest_redeem_wait()
+            if longest > 0:
+                response = await self._long_poll(token, min(longest, remaining))
+            else:  # a server whose redeem cannot wait: poll, backing off
+                await asyncio.sleep(min(pause, remaining))
+                pause = min(pause * 2, _LAST_POLL_PAUSE)
+                response = await self.redeem(token)
         return response
+
+    async def _long_poll(self, token: str, wait: float) -> Response:
+        """``redeem(token, wait)``; once more with the server's new bound if the
+        server refuses ``wait`` (it was restarted with a shorter one, say)."""
+        try:
+            return await self.redeem(token, wait=wait)
+        except InvalidArgumentsError as exc:
+            if not any(e["field"] == "wait" for e in exc.errors):
+                raise
+        self._redeem_wait = None
+        longest = await self._longest_redeem_wait()
+        return await self.redeem(token, wait=min(longest, wait))
+
+    async def _longest_redeem_wait(self) -> float:
+        """The longest ``wait`` the server's ``redeem`` accepts, in seconds.
+
+        The server says it in discovery: the ``redeem`` tool's
+        ``inputSchema.properties.wait.maximum`` (``Config.max_redeem_wait`` on an
+        mcplite server).  The client repeats no server limit: it asks once, on its
+        first promise, and keeps the answer.  A ``wait`` without a maximum is
+        unbounded; a server without discovery, or whose ``redeem`` has no ``wait``,
+        gets 0 (redeem is then polled with backoff).
+        """
+        if self._redeem_wait is None:
+            try:
+                tools = await self.list_tools()
+            except RPCError:
+                tools = []
+            self._redeem_wait = next(
+                (_wait_bound(t.input_schema) for t in tools if t.name == "redeem"), 0.0
+            )
+        return self._redeem_wait
 
     async def redeem(self, token: str, wait: float = 0) -> Response:
         """Redeem a promise: its outcome, or the promise again (with progress) while
-        it runs.  ``wait`` (up to 30 s) long-polls for the outcome.
+        it runs.  ``wait`` long-polls for the outcome, up to the server's bound (the
+        ``maximum`` in the ``redeem`` tool's schema; 30 s by default).
 
-        Raises :class:`InvalidTokenError` for a bad, expired or unknown token.
+        Raises :class:`InvalidTokenError` for a bad, expired or unknown token, and
+        :class:`InvalidArgumentsError` for a ``wait`` beyond the server's bound.
         """
         arguments: dict[str, Any] = {"promise": token}
         if wait:
@@ -441,6 +482,23 @@ class BaseClient:
             aclose = getattr(items, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+# Pauses between polls of a server whose redeem cannot long-poll, in seconds.
+_FIRST_POLL_PAUSE = 0.05
+_LAST_POLL_PAUSE = 1.0
+
+
+def _wait_bound(schema: Mapping[str, Any]) -> float:
+    """The longest ``wait`` a ``redeem`` input schema allows (see _longest_redeem_wait)."""
+    properties = schema.get("properties")
+    wait = properties.get("wait") if isinstance(properties, Mapping) else None
+    if not isinstance(wait, Mapping):
+        return 0.0
+    maximum = wait.get("maximum")
+    if isinstance(maximum, int | float) and not isinstance(maximum, bool):
+        return max(0.0, float(maximum))
+    return math.inf
 
 
 class Client(BaseClient):

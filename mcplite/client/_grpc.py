@@ -25,7 +25,7 @@ from grpclib.const import Cardinality, Status
 from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from ..envelope import ResponseType, iso_timestamp
+from ..envelope import iso_timestamp
 from ..grpc.codec import (
     CodecError,
     ResponseMeta,
@@ -35,6 +35,7 @@ from ..grpc.codec import (
     encode_tool_request,
 )
 from ..grpc.service import ERROR_DATA_KEY
+from ..outcomes import ResponseType
 from . import Partial, RequestTimeout, TransportError, rpc_error
 
 __all__ = ["BytesCodec", "GrpcTransport", "grpc_error", "result_of"]
@@ -160,6 +161,17 @@ class GrpcTransport:
             return TransportError(f"{self.origin} sent a malformed message: {exc}")
         return TransportError(f"connection to {self.origin} broken: {exc or type(exc).__name__}")
 
+    def _request(self, name: str, arguments: dict[str, Any]) -> bytes:
+        """A ``ToolRequest``; TransportError for a str protobuf cannot carry."""
+        try:
+            return encode_tool_request(name, arguments)
+        except UnicodeEncodeError:
+            # A lone surrogate: JSON can escape it, a protobuf string (UTF-8) cannot.
+            raise TransportError(
+                f"{self.origin}: gRPC cannot carry a string with a lone surrogate; "
+                "use the HTTP binding"
+            ) from None
+
     async def _unary(self, method: str, payload: bytes, timeout: float) -> bytes:
         stream: Stream[bytes, bytes] | None = None
         try:
@@ -186,7 +198,7 @@ class GrpcTransport:
         self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
     ) -> dict[str, Any]:
         # HTTP/2 needs no stale-connection retry: grpclib reconnects a lost channel.
-        data = await self._unary("CallTool", encode_tool_request(name, arguments), timeout)
+        data = await self._unary("CallTool", self._request(name, arguments), timeout)
         try:
             result, meta = decode_tool_response(data)
         except CodecError as exc:
@@ -198,7 +210,7 @@ class GrpcTransport:
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
     ) -> AsyncIterator[Partial | dict[str, Any]]:
-        payload = encode_tool_request(name, arguments)
+        payload = self._request(name, arguments)
         stream: Stream[bytes, bytes] | None = None
         final: dict[str, Any] | None = None
         try:

@@ -1,16 +1,29 @@
-"""The HTTP/1.1 transport: h11 over asyncio streams, with a keep-alive pool.
+"""The HTTP/1.1 transport: h11 over an asyncio protocol, with a keep-alive pool.
+
+I/O.  :class:`_Connection` is the asyncio protocol of one connection: the bytes it
+receives go straight into its h11 state machine, and it notes whatever arrives
+while no exchange is in progress (bytes or EOF on an idle connection mean the
+server closed it or is about to).
 
 Pool.  A finished exchange puts its connection back on an idle stack (at most
 ``pool_size``; more are closed).  The most recently used idle connection is taken
-first; one that the server closed (EOF seen), that went unused for
-``idle_timeout`` (shorter than the server's 15 s keep-alive), or that h11 says
-cannot carry another request is dropped instead.
+first.  Before a request is written to it, a pooled connection is checked, and
+dropped for a new one, when it is known dead: the server closed it or sent
+anything while it was idle (seen by the protocol, or its socket is readable even
+if the event loop has not read it yet); it went unused for ``idle_timeout``
+(shorter than the server's 15 s keep-alive); or h11 says it cannot carry another
+request.
 
-Retry.  A request is sent again, once, on a new connection only when it cannot
-have reached the tool: its bytes could not be written to a reused connection; or,
-for idempotent requests (discovery, ``redeem``, ``cancel``), a reused connection
-was closed before any byte of the answer (the server closed it as idle while the
-request was on its way).  A ``tools/call`` is never resent after it was written.
+Retry.  No byte of a request is ever sent twice, except that an idempotent
+request (discovery, ``redeem``, ``cancel``) sent on a reused connection is sent
+once more, on a new connection, when the server closed that connection without
+any byte of an answer (it closed it as idle while the request was on its way).
+A ``tools/call`` is never resent once any of its bytes may have left: a
+connection that fails after that raises :class:`TransportError`, since the server
+may have run the call.  The check before writing makes the stale keep-alive case
+(a server that closed an idle connection) a transparent reconnect; what remains
+is the race where the server closes the connection in the instant the request is
+written, and that one is reported, not guessed at.
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ import itertools
 import json
 import os
 import re
+import select
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -28,7 +42,7 @@ from typing import Any
 
 import h11
 
-from .. import __version__
+from .._version import __version__
 from . import (
     Partial,
     RequestTimeout,
@@ -39,79 +53,195 @@ from . import (
 __all__ = ["HttpTransport", "SseParser"]
 
 _USER_AGENT = f"mcplite-client/{__version__}"
-_READ_SIZE = 64 * 1024
+# Received bytes that nobody has read yet, beyond which the socket is not read
+# (a slow consumer of a stream must not make the client buffer without bound).
+_READ_LIMIT = 64 * 1024
 
 
 class _NoResponse(Exception):
     """The connection ended before any byte of the response."""
 
 
-class _Connection:
-    """One HTTP/1.1 connection and its h11 state machine."""
+def _socket_readable(transport: asyncio.BaseTransport) -> bool:
+    """Whether the socket under ``transport`` has something to read (bytes, EOF or an
+    error) that the event loop has not delivered yet; a closed socket counts."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    fd = sock.fileno()
+    if fd < 0:
+        return True
+    if hasattr(select, "poll"):  # no FD_SETSIZE limit
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))  # POLLHUP and POLLERR are reported unasked
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: an asyncio protocol feeding an h11 state machine."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = time.monotonic()
+        self.busy = False  # an exchange is in progress
+        self.stale = False  # something arrived while idle: do not reuse
         self.got_bytes = False  # of the current response
         self.eof = False
+        self.lost = False
+        self.error: Exception | None = None  # why the connection was lost
+        self._unread = 0  # bytes given to h11 since it last needed data
+        self._reading_paused = False
+        self._read_waiter: asyncio.Future[None] | None = None
+        self._writing_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._closed = asyncio.get_running_loop().create_future()
+
+    # --- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy:
+            self.stale = True  # e.g. a 408 before the server closes an idle connection
+        self.got_bytes = True
+        self.h11.receive_data(data)
+        self._unread += len(data)
+        if self._unread > _READ_LIMIT and not self._reading_paused and self.transport:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wake_reader()
+
+    def eof_received(self) -> bool | None:
+        self._end()
+        return None  # nothing more to say once the server has closed: close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.error = exc
+        self._end()
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _end(self) -> None:
+        if not self.busy:
+            self.stale = True
+        if not self.eof:
+            self.eof = True
+            self.h11.receive_data(b"")
+        self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        waiter = self._read_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- the pool's view --------------------------------------------------------------
 
     def usable(self, idle_timeout: float) -> bool:
+        """Whether this idle connection can carry a request: known alive, not expired."""
+        transport = self.transport
         return (
-            not self.writer.is_closing()
-            and not self.reader.at_eof()
+            transport is not None
+            and not transport.is_closing()
+            and not self.stale
+            and not self.eof
             and self.h11.our_state is h11.IDLE
             and time.monotonic() - self.idle_since < idle_timeout
+            and not _socket_readable(transport)
         )
 
+    # --- one exchange -----------------------------------------------------------------
+
     async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
+        """Write ``data``; raises OSError if the connection is lost meanwhile."""
+        assert self.transport is not None
+        self.busy = True
+        self.transport.write(data)
+        while self._writing_paused and not self.lost:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._drain_waiter
+            finally:
+                self._drain_waiter = None
+        if self.lost and self.error is not None:
+            raise self.error if isinstance(self.error, OSError) else OSError(str(self.error))
 
     async def next_event(self) -> Any:
+        """The next h11 event of the response.
+
+        Raises _NoResponse when the connection ends before any byte of the
+        response, TransportError when it ends or breaks in the middle of one.
+        """
         conn = self.h11
         while True:
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
                 if self.eof:
-                    raise self._closed() from None
+                    raise self._ended() from None
                 raise TransportError(f"malformed HTTP response: {exc}") from None
-            if event is not h11.NEED_DATA:
-                if isinstance(event, h11.ConnectionClosed):
-                    raise self._closed()
-                return event
-            try:
-                data = await self.reader.read(_READ_SIZE)
-            except OSError as exc:
-                if not self.got_bytes:
-                    raise _NoResponse from exc
-                raise TransportError(f"connection broken: {exc}") from None
-            if not data and not self.got_bytes:
-                raise _NoResponse
-            self.got_bytes = self.got_bytes or bool(data)
-            self.eof = not data
-            conn.receive_data(data)
+            if event is h11.NEED_DATA:
+                if self.eof:  # h11 has had the EOF but waits for more: a broken connection
+                    raise self._ended()
+                await self._readable()
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                raise self._ended()
+            return event
 
-    def _closed(self) -> Exception:
+    async def _readable(self) -> None:
+        self._unread = 0
+        if self._reading_paused and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        self._read_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._read_waiter
+        finally:
+            self._read_waiter = None
+
+    def _ended(self) -> Exception:
         if not self.got_bytes:
             return _NoResponse()
+        if self.error is not None:
+            return TransportError(f"connection broken: {_reason(self.error)}")
         return TransportError("the server closed the connection in the middle of a response")
 
     def finish(self) -> bool:
         """After a whole exchange: ready the next one; False if this one must close."""
         conn = self.h11
-        if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+        self.busy = False
+        if conn.our_state is h11.DONE and conn.their_state is h11.DONE and not self.eof:
             conn.start_next_cycle()
             self.got_bytes = False
             self.idle_since = time.monotonic()
-            return True
+            # Bytes past the response, which we did not ask for: do not trust the rest.
+            return not conn.trailing_data[0]
         return False
 
     def close(self) -> None:
-        if not self.writer.is_closing():
-            self.writer.close()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def wait_closed(self) -> None:
+        await self._closed
 
 
 class HttpTransport:
@@ -154,17 +284,21 @@ class HttpTransport:
 
     async def _connect(self) -> _Connection:
         context = ssl.create_default_context() if self.tls else None
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.open_connection(
-                self.host, self.port, ssl=context, limit=_READ_SIZE
-            )
+            _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=context)
         except OSError as exc:  # ssl.SSLError included
             raise TransportError(f"cannot connect to {self.origin}: {_reason(exc)}") from None
         self.connections_opened += 1
-        return _Connection(reader, writer)
+        return conn
 
     async def _acquire(self, fresh: bool) -> tuple[_Connection, bool]:
-        """A connection and whether it was reused from the pool."""
+        """A connection and whether it was reused from the pool.
+
+        A pooled connection that is known dead before anything is written to it
+        (see :meth:`_Connection.usable`) is closed and the next one tried: that is
+        the only point where a request may move to another connection freely.
+        """
         if self._closed:
             raise TransportError("the client is closed")
         while self._idle and not fresh:
@@ -197,7 +331,7 @@ class HttpTransport:
             conn.close()
         for conn in conns:
             with contextlib.suppress(OSError, TimeoutError):
-                await asyncio.wait_for(conn.writer.wait_closed(), 1.0)
+                await asyncio.wait_for(conn.wait_closed(), 1.0)
 
     # --- one exchange -----------------------------------------------------------------
 
@@ -216,27 +350,27 @@ class HttpTransport:
     async def _start(
         self, path: str, body: bytes, accept: str, idempotent: bool
     ) -> tuple[_Connection, h11.Response]:
-        """Send a request and read the response head (retrying once, see module doc)."""
+        """Send a request and read the response head (see the module doc on retry)."""
         for attempt in (1, 2):
             conn, reused = await self._acquire(fresh=attempt == 2)
             try:
                 try:
                     await conn.send(self._request_bytes(conn, path, body, accept))
-                except OSError as exc:
-                    if reused and attempt == 1:
-                        self._discard(conn)
-                        continue  # nothing was written: safe to send again
-                    raise TransportError(f"connection to {self.origin} broken: {exc}") from None
-                try:
                     while True:
                         event = await conn.next_event()
                         if isinstance(event, h11.Response):
                             return conn, event
                         # InformationalResponse (100 Continue): the final one follows.
-                except _NoResponse:
+                except (_NoResponse, OSError) as exc:
+                    # The request may have reached the server (and the tool run):
+                    # only an idempotent one may go again.
                     if reused and idempotent and attempt == 1:
                         self._discard(conn)
                         continue
+                    if isinstance(exc, OSError):
+                        raise TransportError(
+                            f"connection to {self.origin} broken: {_reason(exc)}"
+                        ) from None
                     raise TransportError(
                         f"{self.origin} closed the connection without answering"
                     ) from None
@@ -301,9 +435,13 @@ class HttpTransport:
             "method": "tools/call",
             "params": {"name": name, "arguments": arguments},
         }
-        return json.dumps(
-            message, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        ).encode()
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        try:
+            return text.encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (a Python str can hold one, UTF-8 cannot): JSON's
+            # \uXXXX escape carries it, as the server does in its replies.
+            return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
 
     async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
         path = self.base_path + "/tools"
@@ -373,11 +511,13 @@ class HttpTransport:
         yield final
 
 
-def _reason(exc: OSError) -> str:
+def _reason(exc: BaseException) -> str:
     # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)": say what it was.
-    if exc.errno and exc.errno > 0:
-        return os.strerror(exc.errno)
-    return exc.strerror or str(exc) or type(exc).__name__  # e.g. a resolver's error
+    errno = getattr(exc, "errno", None)
+    if isinstance(errno, int) and errno > 0:
+        return os.strerror(errno)
+    strerror = getattr(exc, "strerror", None)
+    return strerror or str(exc) or type(exc).__name__  # e.g. a resolver's error
 
 
 def _sse_item(kind: str, payload: str) -> Partial | dict[str, Any] | None:

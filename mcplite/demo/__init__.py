@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any, Literal
 
-from ..envelope import Elicitation, Failure, MoreResources
+from ..outcomes import Elicitation, Failure, MoreResources
 from ..schema import Field
 from ..tools import Context, Tools
 
@@ -32,6 +32,7 @@ tools = Tools()
 
 COMPREHENSIVE_STEPS = 6
 STEP_SECONDS = 1.0
+SECTION_SECONDS = 0.05  # generate_report's stand-in for the time writing a section takes
 
 
 @tools.tool(promise_after=math.inf)
@@ -112,7 +113,9 @@ async def search_documents(
 
 def _dataset(dataset_id: str) -> list[float]:
     # A deterministic stand-in for a stored dataset: the same id, the same numbers.
-    seed = hashlib.sha256(dataset_id.encode()).digest()
+    # Any str the schema accepts is an id, a lone surrogate (JSON's "\ud800") too:
+    # "surrogatepass" hashes it instead of raising, and leaves valid text unchanged.
+    seed = hashlib.sha256(dataset_id.encode("utf-8", "surrogatepass")).digest()
     return [((seed[i % 32] * (i + 7)) % 1000) / 10 for i in range(200)]
 
 
@@ -173,6 +176,6 @@ async def generate_report(
 ) -> AsyncIterator[str]:
     """Generate a report on a topic, streamed section by section."""
     for i, (title, text) in enumerate(_SECTIONS):
-        await asyncio.sleep(0.05)  # stands in for the time writing takes
+        await asyncio.sleep(SECTION_SECONDS)
         heading = f"{topic.title()} Report\n\n{title}" if i == 0 else f"\n\n{title}"
         yield f"{heading}\n{text.format(topic=topic.capitalize())}"
