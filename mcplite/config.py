@@ -33,6 +33,8 @@ class Config:
 
     # gRPC limits.
     grpc_max_message_size: int = 4 * MiB  # RESOURCE_EXHAUSTED
+    grpc_idle_timeout: float = 15.0  # seconds without an open stream before GOAWAY + close
+    grpc_max_connections: int = 1024  # more: closed at once (clients see UNAVAILABLE)
 
     # Promises.  A call still running after `promise_after` seconds answers with a
     # promise.  5 s: well inside the 30-60 s timeouts of common HTTP clients,

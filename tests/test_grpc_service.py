@@ -167,7 +167,7 @@ class ServerThread:
             await self._stop.wait()
         finally:
             await self.grpc.shutdown(0)
-            dispatcher.close()
+            await dispatcher.close()
 
 
 @pytest.fixture(scope="module")
@@ -536,4 +536,4 @@ async def test_create_server_serves_the_service_on_the_running_loop() -> None:
     finally:
         server.close()
         await asyncio.wait_for(server.wait_closed(), TIMEOUT)
-        dispatcher.close()
+        await dispatcher.close()

@@ -44,16 +44,24 @@ body is read; a malformed one is ``INVALID_ARGUMENT``, a compressed one
 grpclib cancels the handler (and so the dispatcher's call, which cancels the tool)
 and answers ``DEADLINE_EXCEEDED``.
 
+The ``grpc-message`` is percent-encoded as gRPC says, and a leading or trailing
+space as ``%20`` too (a header value must not start or end with whitespace).
+
 Serving.  :class:`GrpcServer` is what the CLI runs: ``start(host, port)``, ``port``,
 and a graceful ``shutdown(grace)``: new calls are refused with ``UNAVAILABLE``
 (which clients retry), calls in flight get ``grace`` seconds, then the rest are
 cancelled and the connections closed with a GOAWAY.  :func:`create_server` gives a
-bare grpclib ``Server`` for embedding.
+bare grpclib ``Server`` for embedding.  Both are a
+:class:`~.connections.LimitedServer`: a connection cap, an idle timeout, and no
+rapid-reset leak.
 
 grpclib internals used, each because grpclib 0.4 has no public way (checked on
-0.4.9 and covered by tests/test_grpc_service.py): ``Stream._stream`` to read the
-length prefix before the body; ``Server._protocol_factory`` and ``_server`` to
-close connections and tell the port.
+0.4.9 and covered by tests/test_grpc_service.py and test_grpc_hardening.py):
+``Stream._stream`` to read the length prefix before the body; ``Server._server``
+to tell the port; ``Stream._send_initial_metadata_done``,
+``_send_trailing_metadata_done``, ``_content_type``, ``_status_details_codec`` and
+``_dispatch`` to write trailers with a ``grpc-message`` grpclib would leave
+malformed; and those listed in :mod:`.connections`.
 """
 
 from __future__ import annotations
@@ -64,21 +72,22 @@ import json
 import logging
 import re
 import secrets
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from grpclib.config import Configuration
 from grpclib.const import Cardinality, Handler, Status
 from grpclib.encoding.base import StatusDetailsCodecBase
-from grpclib.exceptions import GRPCError
-from grpclib.protocol import H2Protocol
+from grpclib.exceptions import GRPCError, ProtocolError
+from grpclib.metadata import encode_bin_value, encode_grpc_message, encode_metadata
 from grpclib.server import Server, Stream
+from multidict import MultiDict
 
-from .. import __version__
+from .._version import __version__
 from ..config import Config
-from ..envelope import Partial, ResponseType, Result
+from ..envelope import Result
 from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
+from ..outcomes import Partial, ResponseType
 from .codec import (
     CodecError,
     ErrorInfo,
@@ -89,6 +98,7 @@ from .codec import (
     encode_tool_response,
     encode_tools_list,
 )
+from .connections import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LimitedServer
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -407,9 +417,64 @@ async def _send_status(
         if isinstance(getattr(stream, "_status_details_codec", None), ErrorDetailsCodec):
             # Only our codec knows ErrorInfo; grpclib's protobuf one would choke on it.
             details = ErrorInfo(reason, "mcplite", _string_map(data))
+    if message[:1] == " " or message[-1:] == " ":  # e.g. "Tool not found: " for name ""
+        await _send_trailers(stream, status, message, details, metadata)
+        return
     await stream.send_trailing_metadata(
         status=status, status_message=message, status_details=details, metadata=metadata
     )
+
+
+def _grpc_message(message: str) -> str:
+    """The ``grpc-message`` header value of a status message.
+
+    Percent-encoded as gRPC's PROTOCOL-HTTP2.md says (UTF-8, then every byte outside
+    0x20-0x7E and ``%`` itself), which grpclib's ``encode_grpc_message`` does, plus a
+    leading or trailing space as ``%20``: RFC 9113 section 8.2.1 makes a field value
+    with whitespace at either end malformed, and strict HTTP/2 clients then lose the
+    status.  Decoders read ``%20`` as a space, so the message arrives intact.
+    """
+    value = encode_grpc_message(message)
+    head = len(value) - len(value.lstrip(" "))
+    if head:
+        value = "%20" * head + value[head:]
+    tail = len(value) - len(value.rstrip(" "))
+    if tail:
+        value = value[:-tail] + "%20" * tail
+    return value
+
+
+async def _send_trailers(
+    stream: Stream[Any, Any],
+    status: Status,
+    message: str,
+    details: Any,
+    metadata: dict[str, str | bytes],
+) -> None:
+    """grpclib's ``Stream.send_trailing_metadata`` (0.4.9) with ``grpc-message`` written
+    by :func:`_grpc_message`: grpclib leaves a leading or trailing space bare.  Used only
+    for such messages; the stream's state is grpclib's, kept as grpclib keeps it."""
+    if stream._send_trailing_metadata_done:
+        raise ProtocolError("Trailing metadata was already sent")
+    if stream._send_initial_metadata_done:
+        headers: list[tuple[str, str]] = []
+    else:  # a trailers-only response
+        headers = [(":status", "200"), ("content-type", stream._content_type)]
+    headers.append(("grpc-status", str(status.value)))
+    headers.append(("grpc-message", _grpc_message(message)))
+    codec = stream._status_details_codec
+    if details is not None and codec is not None:
+        encoded = encode_bin_value(codec.encode(status, message, details)).decode("ascii")
+        headers.append(("grpc-status-details-bin", encoded))
+    (sent,) = await stream._dispatch.send_trailing_metadata(
+        MultiDict(metadata), status=status, status_message=message, status_details=details
+    )
+    headers.extend(encode_metadata(sent))
+    h2_stream = stream._stream
+    await h2_stream.send_headers(headers, end_stream=True)
+    stream._send_trailing_metadata_done = True
+    if h2_stream.closable:
+        h2_stream.reset_nowait()
 
 
 def _error_data_json(data: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
@@ -447,44 +512,12 @@ def _reason(class_name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", class_name).upper()
 
 
-class _Server(Server):
-    """grpclib's Server that also closes its clients' connections when it closes.
-
-    grpclib 0.4 leaves them open until each client goes away (it sends no GOAWAY:
-    grpclib issue #107), which keeps sockets alive after a shutdown and, from
-    Python 3.12 on, keeps ``wait_closed`` waiting.  So this keeps a weak set of its
-    connections (via grpclib's ``_protocol_factory``) and, on :meth:`close`, sends
-    each a GOAWAY and closes it.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
-
-    def _protocol_factory(self) -> H2Protocol:
-        protocol = super()._protocol_factory()
-        self._protocols.add(protocol)
-        return protocol
-
-    def close(self) -> None:
-        super().close()  # stop listening; cancel the calls in flight
-        for protocol in list(self._protocols):
-            connection = getattr(protocol, "connection", None)  # set on connection_made
-            if connection is None or connection.is_closing():
-                continue
-            try:
-                connection._connection.close_connection()  # h2: GOAWAY
-                connection.flush()
-            except Exception:  # a connection in a state h2 refuses GOAWAY in
-                log.debug("no GOAWAY sent on closing a gRPC connection", exc_info=True)
-            protocol.processor.close("the server is closing")
-
-
 class GrpcServer:
     """The gRPC binding as the CLI runs it: listen, tell the port, shut down gracefully.
 
-    Uses ``config.grpc_max_message_size`` and ``config.grace``.  grpclib keeps
-    h2's default of 100 concurrent streams per connection.
+    Uses ``config.grpc_max_message_size``, ``grpc_idle_timeout``,
+    ``grpc_max_connections`` and ``grace``.  grpclib keeps h2's default of 100
+    concurrent streams per connection.
     """
 
     def __init__(self, dispatcher: DispatcherLike, config: Config | None = None) -> None:
@@ -492,15 +525,24 @@ class GrpcServer:
         self.service = MCPLiteService(
             dispatcher, max_message_size=self.config.grpc_max_message_size
         )
-        self._server: Server | None = None
+        self._server: LimitedServer | None = None
 
-    async def start(self, host: str, port: int) -> None:
-        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`).
+    async def start(self, host: str, port: int) -> asyncio.Server:
+        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`); return
+        the listening server.
 
         Raises OSError when the address cannot be bound.
         """
-        self._server = _Server([self.service], status_details_codec=ErrorDetailsCodec())
+        self._server = LimitedServer(
+            [self.service],
+            status_details_codec=ErrorDetailsCodec(),
+            idle_timeout=self.config.grpc_idle_timeout,
+            max_connections=self.config.grpc_max_connections,
+        )
         await self._server.start(host, port)
+        listening = self._server._server
+        assert isinstance(listening, asyncio.Server)
+        return listening
 
     @property
     def port(self) -> int:
@@ -533,12 +575,21 @@ def create_server(
     *,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     config: Configuration | None = None,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> Server:
     """A grpclib Server with the MCPLite service and :class:`ErrorDetailsCodec`, whose
-    ``close()`` also closes the clients' connections (grpclib's leaves them open).
+    ``close()`` also closes the clients' connections (grpclib's leaves them open), with
+    a connection cap and an idle timeout (:class:`~.connections.LimitedServer`).
 
     Call it inside the running event loop; then ``await server.start(host, port)``.
     For a graceful shutdown use :class:`GrpcServer`.
     """
     service = MCPLiteService(dispatcher, max_message_size=max_message_size)
-    return _Server([service], status_details_codec=ErrorDetailsCodec(), config=config)
+    return LimitedServer(
+        [service],
+        status_details_codec=ErrorDetailsCodec(),
+        config=config,
+        idle_timeout=idle_timeout,
+        max_connections=max_connections,
+    )

@@ -1,0 +1,666 @@
+"""gRPC hardening (issue 10): the idle timeout and the connection cap, the open-file
+limit, the ``grpc-message`` encoding, and rapid reset.
+
+Real peers on 127.0.0.1 with ephemeral ports: grpcio clients built from our proto
+(tests/grpc_support.py), raw sockets, and raw HTTP/2 frames written with the ``h2``
+package (the one grpclib uses), whose strict header validation is the point of
+the ``grpc-message`` tests.  Servers run in-process (conftest.start_server) or, for
+the process limits, as ``python -m mcplite serve`` subprocesses.  Every wait is
+bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import pytest
+from conftest import RunningServer, make_config, start_server
+from grpc_support import protos
+
+from mcplite import NEVER, Tools
+from mcplite.grpc.codec import encode_tool_request
+from mcplite.grpc.connections import CLOSED_STREAMS_KEPT
+from mcplite.grpc.service import _grpc_message
+
+WAIT = 10.0  # seconds: the bound of every wait in this file
+ROOT = Path(__file__).resolve().parent.parent
+CALL_TOOL = "/mcplite.MCPLite/CallTool"
+
+
+def make_tools() -> Tools:
+    tools = Tools()
+
+    @tools.tool
+    async def echo(text: str) -> str:
+        """Say it back"""
+        return text
+
+    @tools.tool(promise_after=NEVER)
+    async def hold(seconds: float) -> str:
+        """Answer after a while"""
+        await asyncio.sleep(seconds)
+        return "held"
+
+    return tools
+
+
+@contextmanager
+def serving(**overrides: Any) -> Iterator[RunningServer]:
+    """HTTP and gRPC for :func:`make_tools` on ephemeral ports, with these Config fields."""
+    server = start_server(make_tools(), make_config(**overrides), grpc=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def on_loop(server: RunningServer, read: Callable[[Any], Any]) -> Any:
+    """``read(the grpclib server)``, run on the server's loop (where its state lives)."""
+
+    async def run() -> Any:
+        return read(server.grpc._server)
+
+    return server.run(run())
+
+
+@contextmanager
+def grpc_channel(port: int) -> Iterator[grpc.Channel]:
+    """A grpcio channel with a connection of its own (no subchannel sharing)."""
+    options = [("grpc.enable_http_proxy", 0), ("grpc.use_local_subchannel_pool", 1)]
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+        grpc.channel_ready_future(channel).result(timeout=WAIT)
+        yield channel
+
+
+def echo(channel: grpc.Channel, text: str, timeout: float = WAIT) -> str:
+    ours = protos()["ours"]
+    response = ours.stub(channel).CallTool(ours.request("echo", {"text": text}), timeout=timeout)
+    content = response.result.fields["content"].list_value.values[0].struct_value
+    return str(content.fields["text"].string_value)
+
+
+def read_until_eof(sock: socket.socket, timeout: float = WAIT) -> bytes:
+    """Everything the peer sends until it closes; fails the test after ``timeout``."""
+    sock.settimeout(timeout)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        except TimeoutError:
+            pytest.fail(f"the server did not close the connection within {timeout}s")
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+def h2_events(data: bytes) -> list[h2.events.Event]:
+    """What an HTTP/2 client makes of ``data`` sent by a server."""
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    return list(client.receive_data(data))
+
+
+def goaway(data: bytes) -> h2.events.ConnectionTerminated:
+    (event,) = [e for e in h2_events(data) if isinstance(e, h2.events.ConnectionTerminated)]
+    return event
+
+
+class RawH2:
+    """An HTTP/2 client over a plain socket, frame by frame, with h2's default (strict)
+    validation of the headers it receives."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.h2.initiate_connection()
+        self.flush()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def flush(self) -> None:
+        self.sock.sendall(self.h2.data_to_send())
+
+    def headers(self, path: str = CALL_TOOL) -> list[tuple[str, str]]:
+        return [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "127.0.0.1"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ]
+
+    def call(self, name: str, arguments: dict[str, Any]) -> int:
+        """Start a CallTool request (its one message, then the end of the stream)."""
+        stream_id = self.h2.get_next_available_stream_id()
+        message = encode_tool_request(name, arguments)
+        self.h2.send_headers(stream_id, self.headers())
+        self.h2.send_data(stream_id, b"\0" + len(message).to_bytes(4, "big") + message)
+        self.h2.end_stream(stream_id)
+        self.flush()
+        return stream_id
+
+    def events_until(
+        self, done: Callable[[h2.events.Event], bool], timeout: float = WAIT
+    ) -> list[h2.events.Event]:
+        """Events received until one satisfies ``done`` (that one last)."""
+        events: list[h2.events.Event] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"no awaited HTTP/2 event within {timeout}s; got {events}")
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(65536)
+            if not data:
+                pytest.fail(f"the server closed the connection; got {events}")
+            for event in self.h2.receive_data(data):
+                events.append(event)
+                if done(event):
+                    self.flush()
+                    return events
+            self.flush()
+
+    def ping(self) -> None:
+        """A PING and its ACK: the server has processed every frame sent before it."""
+        payload = os.urandom(8)
+        self.h2.ping(payload)
+        self.flush()
+        self.events_until(
+            lambda e: isinstance(e, h2.events.PingAckReceived) and e.ping_data == payload
+        )
+
+    def trailers(self, stream_id: int) -> dict[str, str]:
+        """The headers that end ``stream_id`` (a trailers-only response's, or its trailers)."""
+        events = self.events_until(
+            lambda e: isinstance(e, h2.events.StreamEnded) and e.stream_id == stream_id
+        )
+        last = [
+            e
+            for e in events
+            if isinstance(e, h2.events.ResponseReceived | h2.events.TrailersReceived)
+            and e.stream_id == stream_id
+        ][-1]
+        return {k.decode(): v.decode() for k, v in last.headers}
+
+
+# --- idle timeout and connection cap (item 5) -------------------------------------------
+
+
+def test_a_silent_connection_is_closed_after_the_idle_timeout() -> None:
+    with serving(grpc_idle_timeout=0.3) as server:
+        assert server.grpc_port is not None
+        sock = socket.create_connection(("127.0.0.1", server.grpc_port), timeout=WAIT)
+        with sock:
+            opened = time.monotonic()
+            data = read_until_eof(sock)
+            waited = time.monotonic() - opened
+        assert 0.25 <= waited < 0.3 + 2.0
+        assert goaway(data).error_code == h2.errors.ErrorCodes.NO_ERROR
+        assert on_loop(server, lambda s: len(s.connections)) == 0
+
+
+def test_a_connection_that_spoke_then_went_quiet_is_closed_after_the_idle_timeout() -> None:
+    with serving(grpc_idle_timeout=0.3) as server:
+        assert server.grpc_port is not None
+        client = RawH2(server.grpc_port)
+        try:
+            stream_id = client.call("echo", {"text": "hi"})
+            assert client.trailers(stream_id)["grpc-status"] == "0"
+            data = read_until_eof(client.sock)
+        finally:
+            client.close()
+        event = goaway(data)
+        assert event.error_code == h2.errors.ErrorCodes.NO_ERROR
+        assert event.last_stream_id == stream_id  # nothing after it was started
+
+
+def test_calls_keep_a_connection_open_past_the_idle_timeout() -> None:
+    with serving(grpc_idle_timeout=0.15) as server, grpc_channel(server.grpc_port or 0) as chan:
+        ours = protos()["ours"]
+        (first,) = on_loop(server, lambda s: list(s.connections))
+        # One call outlasting the timeout three times over, then calls closer
+        # together than the timeout, for as long again.
+        response = ours.stub(chan).CallTool(ours.request("hold", {"seconds": 0.45}), timeout=WAIT)
+        assert response.result.fields["content"].list_value.values
+        until = time.monotonic() + 0.45
+        while time.monotonic() < until:
+            assert echo(chan, "still here") == "still here"
+            time.sleep(0.05)  # paces the calls: a gap well inside the timeout
+        assert on_loop(server, lambda s: list(s.connections)) == [first]
+
+
+def test_an_idle_grpcio_channel_is_closed_and_its_next_call_reconnects() -> None:
+    with serving(grpc_idle_timeout=0.2) as server, grpc_channel(server.grpc_port or 0) as chan:
+        assert echo(chan, "one") == "one"
+        states: queue.Queue[grpc.ChannelConnectivity] = queue.Queue()
+        chan.subscribe(states.put)
+        try:
+            deadline = time.monotonic() + WAIT
+            state = None
+            while state != grpc.ChannelConnectivity.IDLE:  # READY, then IDLE on the GOAWAY
+                state = states.get(timeout=max(0.0, deadline - time.monotonic()))
+        finally:
+            chan.unsubscribe(states.put)
+        assert on_loop(server, lambda s: len(s.connections)) == 0
+        assert echo(chan, "two") == "two"
+
+
+def test_connections_over_the_cap_are_closed_while_the_first_ones_keep_working(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with serving(grpc_max_connections=2) as server, ExitStack() as stack:
+        port = server.grpc_port or 0
+        channels = [stack.enter_context(grpc_channel(port)) for _ in range(2)]
+        for n, chan in enumerate(channels):
+            assert echo(chan, f"call {n}") == f"call {n}"
+        assert on_loop(server, lambda s: len(s.connections)) == 2
+
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as extra:
+            assert read_until_eof(extra) == b""  # closed before any HTTP/2
+        # grpcio takes that as a failed connect: UNAVAILABLE at once, no retry loop.
+        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.enable_http_proxy", 0)]
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as over:
+            started = time.monotonic()
+            with pytest.raises(grpc.RpcError) as refused:
+                echo(over, "over the cap", timeout=WAIT)
+            assert time.monotonic() - started < WAIT / 2
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+        for n, chan in enumerate(channels):
+            assert echo(chan, f"again {n}") == f"again {n}"
+        assert on_loop(server, lambda s: len(s.connections)) == 2
+    refusals = [r for r in caplog.records if "connection cap reached" in r.getMessage()]
+    assert len(refusals) == 1  # said once, not per connection
+
+
+# --- grpc-message encoding (item 8) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "value"),
+    [
+        ("Tool not found: echo", "Tool not found: echo"),
+        ("Tool not found: ", "Tool not found:%20"),
+        ("  both ends  ", "%20%20both ends%20%20"),
+        ("   ", "%20%20%20"),
+        ("", ""),
+        ("100% sure", "100%25 sure"),
+        ("caf\u00e9\ttab\nline", "caf%C3%A9%09tab%0Aline"),
+    ],
+)
+def test_grpc_message_is_percent_encoded_with_no_space_at_either_end(
+    message: str, value: str
+) -> None:
+    assert _grpc_message(message) == value
+
+
+@pytest.mark.parametrize("name", ["", " ", "  padded  ", "100% \u00e9 "])
+def test_a_status_message_ending_in_a_space_reaches_grpcio_intact(name: str) -> None:
+    ours = protos()["ours"]
+    with (
+        serving() as server,
+        grpc_channel(server.grpc_port or 0) as chan,
+        pytest.raises(grpc.RpcError) as caught,
+    ):
+        ours.stub(chan).CallTool(ours.request(name, {}), timeout=WAIT)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert caught.value.details() == f"Tool not found: {name}"
+    data = json.loads(dict(caught.value.trailing_metadata())["mcplite-error-data"])
+    assert data["requested_tool"] == name
+
+
+def test_a_strict_http2_client_reads_the_status_of_a_space_ended_message() -> None:
+    with serving() as server:
+        client = RawH2(server.grpc_port or 0)
+        try:
+            # h2 refuses a header value with whitespace at either end (RFC 9113
+            # section 8.2.1): before the fix this raised ProtocolError.
+            trailers = client.trailers(client.call(" ", {}))
+            # The connection is still good for the next call.
+            assert client.trailers(client.call("echo", {"text": "x"}))["grpc-status"] == "0"
+        finally:
+            client.close()
+    assert trailers["grpc-status"] == str(grpc.StatusCode.NOT_FOUND.value[0])
+    value = trailers["grpc-message"]
+    assert value == value.strip() == "Tool not found:%20%20"
+    assert "grpc-status-details-bin" in trailers and "mcplite-error-data" in trailers
+
+
+# --- rapid reset (item 9) ----------------------------------------------------------------
+
+RESETS = 1500
+
+
+def rapid_resets(client: RawH2, count: int, batch: int = 100) -> None:
+    """``count`` HEADERS + RST_STREAM pairs, ``batch`` pairs to a write (so that the
+    server reads each pair at once: its handler is cancelled before its first step)."""
+    for start in range(0, count, batch):
+        for _ in range(min(batch, count - start)):
+            stream_id = client.h2.get_next_available_stream_id()
+            client.h2.send_headers(stream_id, client.headers())
+            client.h2.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+        client.flush()
+    client.ping()  # every pair has been read by the server
+
+
+def stream_bookkeeping(server: Any) -> list[tuple[int, int]]:
+    """Per connection: grpclib's registered streams, and its handler's live tasks."""
+    return [
+        (len(c.processor.streams), sum(not t.done() for t in c.handler._tasks.values()))
+        for c in server.connections
+    ]
+
+
+def test_rapid_resets_leave_no_stream_behind_on_the_connection() -> None:
+    with serving() as server:
+        client = RawH2(server.grpc_port or 0)
+        try:
+            client.ping()
+            assert on_loop(server, stream_bookkeeping) == [(0, 0)]
+            rapid_resets(client, RESETS)
+            assert on_loop(server, stream_bookkeeping) == [(0, 0)]
+            # h2 remembers how closed streams ended: a bounded number of them.
+            closed = on_loop(
+                server,
+                lambda s: [len(c.connection._connection._closed_streams) for c in s.connections],
+            )
+            assert closed == [CLOSED_STREAMS_KEPT]
+            # The connection still serves calls.
+            stream_id = client.call("echo", {"text": "after the resets"})
+            assert client.trailers(stream_id)["grpc-status"] == "0"
+            assert on_loop(server, stream_bookkeeping) == [(0, 0)]
+        finally:
+            client.close()
+
+
+# --- subprocess servers: the open-file limit (item 6), RSS (item 9) ----------------------
+
+READY = re.compile(r"serving (\d+) tools on (.*)$")
+
+
+class ServeProcess:
+    """``python -m mcplite serve ...`` with an open-file limit, and its stderr lines."""
+
+    def __init__(
+        self, *args: str, fd_limit: tuple[int, int] | None = None, path: Path | None = None
+    ) -> None:
+        # resource.setrlimit in a -c prelude rather than preexec_fn, which is unsafe
+        # in a process with threads (grpcio's); then the same as `python -m mcplite`.
+        prelude = "import resource, runpy, sys; "
+        if fd_limit is not None:
+            prelude += f"resource.setrlimit(resource.RLIMIT_NOFILE, {fd_limit!r}); "
+        prelude += "sys.argv[0] = 'mcplite'; runpy.run_module('mcplite', run_name='__main__')"
+        env = {k: v for k, v in os.environ.items() if k != "MCPLITE_SECRET"}
+        if path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), env.get("PYTHONPATH")]))
+        secret = ["--secret", "test-secret-0123456789abcdef"]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", prelude, "serve", *args, "--no-access-log", *secret],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+        ready = self.wait_for(READY)
+        where = ready.group(2)
+        http_port = re.search(r"http://127\.0\.0\.1:(\d+)", where)
+        grpc_port = re.search(r"grpc://127\.0\.0\.1:(\d+)", where)
+        self.http_port = int(http_port.group(1)) if http_port else 0
+        self.grpc_port = int(grpc_port.group(1)) if grpc_port else 0
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, pattern: re.Pattern[str] | str, timeout: float = WAIT) -> re.Match[str]:
+        """The first stderr line (from now on) matching ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no stderr line matching {pattern!r} in time: {self.lines}")
+            if line is None:
+                pytest.fail(f"the server exited before {pattern!r}: {self.lines}")
+            self.lines.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    def stop(self) -> list[str]:
+        """SIGTERM, wait for the exit; every stderr line."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(WAIT)
+            while (line := self._queue.get(timeout=WAIT)) is not None:
+                self.lines.append(line)
+        finally:
+            self.kill()
+        return self.lines
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(WAIT)
+        self._reader.join(WAIT)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def status(self, field: str) -> int:
+        """A number of /proc/PID/status, e.g. VmRSS in kB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise KeyError(field)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def serve_process(*args: str, **kwargs: Any) -> Iterator[ServeProcess]:
+    server = ServeProcess(*args, **kwargs)
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def http_post(
+    port: int, path: str, payload: Any, conn: http.client.HTTPConnection | None = None
+) -> tuple[int, Any]:
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    try:
+        conn.request(
+            "POST",
+            "/mcp-lite/v1" + path,
+            body=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        if own:
+            conn.close()
+
+
+def call_tool(port: int, name: str, conn: http.client.HTTPConnection | None = None) -> Any:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": {}},
+    }
+    status, reply = http_post(port, "/rpc", message, conn)
+    assert status == 200, reply
+    return reply["result"]
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+BOTH = ["mcplite.demo", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]
+
+
+@needs_proc
+def test_silent_grpc_connections_beyond_the_open_file_limit_do_not_starve_http() -> None:
+    with serve_process(*BOTH, fd_limit=(256, 256)) as server:
+        fitted = re.search(r"serving at most (\d+) HTTP and (\d+) gRPC", "\n".join(server.lines))
+        assert fitted, server.lines
+        assert int(fitted.group(1)) + int(fitted.group(2)) < 256
+        silent = []
+        try:
+            for _ in range(300):
+                silent.append(socket.create_connection(("127.0.0.1", server.grpc_port), WAIT))
+            status, reply = http_post(server.http_port, "/tools", {})
+            assert status == 200 and reply["tools"]
+        finally:
+            for sock in silent:
+                sock.close()
+        lines = server.stop()
+    assert server.proc.returncode == 0
+    assert not [line for line in lines if "Traceback" in line or "accept" in line], lines
+    assert sum("connection cap reached" in line for line in lines) == 1
+    assert len(lines) <= 8, lines
+
+
+@needs_proc
+def test_serve_raises_the_soft_open_file_limit_to_the_hard_one() -> None:
+    with serve_process(*BOTH, fd_limit=(256, 4096)) as server:
+        limits = Path(f"/proc/{server.proc.pid}/limits").read_text()
+        (line,) = [line for line in limits.splitlines() if line.startswith("Max open files")]
+        assert line.split()[3:5] == ["4096", "4096"]
+        assert not [line for line in server.lines if "open-file limit" in line]
+
+
+FD_HOG = '''
+"""Tools that use up the server's file descriptors, and give them back."""
+
+import os
+
+from mcplite import Tools
+
+tools = Tools()
+held: list[int] = []
+
+
+@tools.tool
+async def hog() -> int:
+    """Open /dev/null until the process is out of file descriptors."""
+    while True:
+        try:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            return len(held)
+
+
+@tools.tool
+async def release() -> int:
+    """Close them."""
+    count = len(held)
+    while held:
+        os.close(held.pop())
+    return count
+
+
+@tools.tool
+async def ping() -> str:
+    """Still here."""
+    return "pong"
+'''
+
+
+@needs_proc
+def test_out_of_file_descriptors_the_server_pauses_accepting_quietly(tmp_path: Path) -> None:
+    (tmp_path / "fd_hog_tools.py").write_text(FD_HOG)
+    args = ["fd_hog_tools", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]
+    with serve_process(*args, fd_limit=(256, 256), path=tmp_path) as server:
+        kept = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=WAIT)
+        waiting: list[socket.socket] = []
+        try:
+            assert call_tool(server.http_port, "hog", kept)
+            for port in (server.grpc_port, server.http_port, server.grpc_port):
+                waiting.append(socket.create_connection(("127.0.0.1", port), WAIT))
+            server.wait_for("out of file descriptors")
+            # asyncio retries each listener every second: no storm of retries (and of
+            # tracebacks) builds up from one retry to the next.
+            cpu = server.cpu_seconds()
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                assert call_tool(server.http_port, "ping", kept)["content"][0]["text"] == "pong"
+                time.sleep(0.1)  # a paced probe: the window itself is what is measured
+            assert server.cpu_seconds() - cpu < 0.5
+            assert call_tool(server.http_port, "release", kept)
+            # Accepting resumes: a new connection is served.
+            assert http_post(server.http_port, "/tools", {})[0] == 200
+        finally:
+            kept.close()
+            for sock in waiting:
+                sock.close()
+        lines = server.stop()
+    assert not [line for line in lines if "Traceback" in line], lines
+    assert sum("out of file descriptors" in line for line in lines) == 1
+    assert len(lines) <= 8, lines
+
+
+@needs_proc
+def test_rapid_resets_do_not_grow_the_server_process() -> None:
+    with serve_process("mcplite.demo", "--no-http", "--grpc", "127.0.0.1:0") as server:
+        client = RawH2(server.grpc_port)
+        try:
+            rapid_resets(client, 2 * RESETS)  # warm up: allocator pools, h2 tables
+            before = server.status("VmRSS")
+            rapid_resets(client, RESETS)
+            grown = server.status("VmRSS") - before
+        finally:
+            client.close()
+    assert grown < 1024, f"RSS grew {grown} kB over {RESETS} HEADERS+RST_STREAM pairs"
+
+
+def test_only_the_caps_of_the_served_bindings_are_fitted_to_the_fd_limit() -> None:
+    from mcplite.cli import CliError, fit_connections_to_fd_limit
+
+    grpc_only = make_config(http=None, grpc=("127.0.0.1", 0))
+    fitted = fit_connections_to_fd_limit(grpc_only, 256)
+    assert fitted.grpc_max_connections < 256 - 32
+    assert fitted.max_connections == grpc_only.max_connections  # HTTP is off
+    assert fit_connections_to_fd_limit(grpc_only, None) is grpc_only  # unlimited
+    assert fit_connections_to_fd_limit(grpc_only, 1_000_000) is grpc_only  # room enough
+    with pytest.raises(CliError, match="open-file limit"):
+        fit_connections_to_fd_limit(grpc_only, 40)
