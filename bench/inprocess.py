@@ -14,7 +14,7 @@ What is timed (each figure is microseconds per call):
 - ``json_baseline``: stdlib ``json.loads`` of the same request plus ``json.dumps``
   of the same response; the target is mcplite's echo <= baseline + 5 us.
 - ``promise_token``: ``TokenSealer.seal`` + ``.open`` of one token.
-- ``grpc_codec``: ``mcplite.grpc.codec`` decode of a ``ToolRequest`` plus encode of
+- ``grpc_codec``: ``mcplite.protobuf`` decode of a ``ToolRequest`` plus encode of
   the ``ToolResponse`` for one echo call, next to the same work done with
   protobuf (upb, what grpcio users run) and with naive betterproto.
 
@@ -356,7 +356,7 @@ def time_promise_tokens(timer: Timer, out: dict[str, Any]) -> None:
 
 def _grpc_request_bytes(stubs: str | None, arg: str) -> bytes | None:
     try:
-        from mcplite.grpc.codec import encode_tool_request
+        from mcplite.protobuf import encode_tool_request
 
         return bytes(encode_tool_request("echo", {arg: ECHO_TEXT}))
     except ImportError:
@@ -417,9 +417,9 @@ async def time_grpc_codec(
 ) -> None:
     """mcplite's codec for one echo call; with the dispatcher in between when there is one."""
     try:
-        from mcplite.grpc import codec
+        from mcplite import protobuf as codec
     except ImportError as exc:
-        out["mcplite"] = na(f"mcplite.grpc.codec missing: {exc}")
+        out["mcplite"] = na(f"mcplite.protobuf missing: {exc}")
         return
     decode = getattr(codec, "decode_tool_request", None)
     encode = getattr(codec, "encode_tool_response", None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from .wire import DEFAULT_BASE_PATH, DEFAULT_MAX_MESSAGE_SIZE
+
 __all__ = ["Config"]
 
 KiB = 1024
@@ -20,7 +22,7 @@ class Config:
     # Bindings.  `None` turns a binding off.
     http: tuple[str, int] | None = ("127.0.0.1", 8080)
     grpc: tuple[str, int] | None = ("127.0.0.1", 50051)
-    base_path: str = "/mcp-lite/v1"
+    base_path: str = DEFAULT_BASE_PATH
 
     # HTTP limits.
     max_body_size: int = 1 * MiB  # 413
@@ -32,7 +34,7 @@ class Config:
     retry_after: float = 1.0  # seconds, in Retry-After and error data
 
     # gRPC limits.
-    grpc_max_message_size: int = 4 * MiB  # RESOURCE_EXHAUSTED
+    grpc_max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE  # RESOURCE_EXHAUSTED
     grpc_idle_timeout: float = 15.0  # seconds without an open stream before GOAWAY + close
     grpc_max_connections: int = 1024  # more: closed at once (clients see UNAVAILABLE)
 

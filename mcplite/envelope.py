@@ -13,7 +13,6 @@ Other wires render the same outcome their own way (MCP content blocks, protobuf)
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,25 +28,9 @@ from .outcomes import (
     outcome_of,
     response_type_of,
 )
+from .wire import iso_timestamp
 
 __all__ = ["Result", "iso_timestamp", "meta", "to_result"]
-
-_second_cache: tuple[int, str] = (-1, "")
-
-
-def iso_timestamp(epoch: float) -> str:
-    """ISO 8601 UTC with milliseconds, e.g. ``2024-01-01T12:00:00.123Z``.
-
-    The date part is formatted once per second: this runs on every call.
-    """
-    global _second_cache
-    # Round to the microsecond first, as datetime does: 0.123 is 0.12299999...
-    second, micros = divmod(round(epoch * 1_000_000), 1_000_000)
-    cached_second, prefix = _second_cache
-    if second != cached_second:
-        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        _second_cache = (second, prefix)
-    return f"{prefix}.{micros // 1000:03d}Z"
 
 
 @dataclass(slots=True)

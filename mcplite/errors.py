@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from . import wire
+
 __all__ = [
     "DeadlineExceeded",
     "ExpiredToken",
@@ -43,7 +45,7 @@ class MCPLiteError(Exception):
     machine-readable part (the JSON-RPC ``error.data``).
     """
 
-    jsonrpc_code: ClassVar[int] = -32603
+    jsonrpc_code: ClassVar[int] = wire.INTERNAL_ERROR
     grpc_status: ClassVar[int] = _INTERNAL
     default_message: ClassVar[str] = "Internal error"
     reason: ClassVar[str | None] = None  # when set, the default data is {"reason": reason}
@@ -65,7 +67,7 @@ class MCPLiteError(Exception):
 class ParseError(MCPLiteError):
     """The body is not valid UTF-8 JSON (or is nested or sized beyond reason)."""
 
-    jsonrpc_code = -32700
+    jsonrpc_code = wire.PARSE_ERROR
     grpc_status = _INVALID_ARGUMENT
     default_message = "Parse error"
 
@@ -73,7 +75,7 @@ class ParseError(MCPLiteError):
 class InvalidRequest(MCPLiteError):
     """Valid JSON, but not a valid JSON-RPC 2.0 request."""
 
-    jsonrpc_code = -32600
+    jsonrpc_code = wire.INVALID_REQUEST
     grpc_status = _INVALID_ARGUMENT
     default_message = "Invalid request"
 
@@ -81,7 +83,7 @@ class InvalidRequest(MCPLiteError):
 class MethodNotFound(MCPLiteError):
     """A JSON-RPC method that this server does not have."""
 
-    jsonrpc_code = -32601
+    jsonrpc_code = wire.METHOD_NOT_FOUND
     grpc_status = _UNIMPLEMENTED
     default_message = "Method not found"
 
@@ -89,7 +91,7 @@ class MethodNotFound(MCPLiteError):
 class ToolNotFound(MCPLiteError):
     """No tool by that name; ``data`` carries the names and a suggestion (spec A.5)."""
 
-    jsonrpc_code = -32601
+    jsonrpc_code = wire.METHOD_NOT_FOUND
     grpc_status = _NOT_FOUND
     default_message = "Tool not found"
 
@@ -107,7 +109,7 @@ class InvalidParams(MCPLiteError):
     ``data["errors"]`` lists every offending field as ``{"field", "message"}``.
     """
 
-    jsonrpc_code = -32602
+    jsonrpc_code = wire.INVALID_PARAMS
     grpc_status = _INVALID_ARGUMENT
     default_message = "Invalid params"
 
@@ -123,7 +125,7 @@ class InvalidParams(MCPLiteError):
 class InvalidToken(MCPLiteError):
     """A promise token that is malformed, forged or tampered with."""
 
-    jsonrpc_code = -32602
+    jsonrpc_code = wire.INVALID_PARAMS
     grpc_status = _INVALID_ARGUMENT
     default_message = "invalid promise token"
     reason = "invalid"
@@ -132,7 +134,7 @@ class InvalidToken(MCPLiteError):
 class ExpiredToken(MCPLiteError):
     """A genuine promise token whose expiry has passed; its result is gone."""
 
-    jsonrpc_code = -32602
+    jsonrpc_code = wire.INVALID_PARAMS
     grpc_status = _INVALID_ARGUMENT
     default_message = "promise token expired"
     reason = "expired"
@@ -142,7 +144,7 @@ class UnknownPromise(MCPLiteError):
     """A genuine, unexpired token that this process has no entry for
     (for instance after a restart with the same secret)."""
 
-    jsonrpc_code = -32602
+    jsonrpc_code = wire.INVALID_PARAMS
     grpc_status = _NOT_FOUND
     default_message = "unknown promise"
     reason = "unknown"
@@ -151,7 +153,7 @@ class UnknownPromise(MCPLiteError):
 class InternalError(MCPLiteError):
     """An unexpected exception in a tool; ``data["error_id"]`` finds it in the log."""
 
-    jsonrpc_code = -32603
+    jsonrpc_code = wire.INTERNAL_ERROR
     grpc_status = _INTERNAL
     default_message = "Internal error"
 
@@ -159,7 +161,7 @@ class InternalError(MCPLiteError):
 class Overloaded(MCPLiteError):
     """A limit was hit (concurrent calls, promise table); retry after ``retry_after`` s."""
 
-    jsonrpc_code = -32000
+    jsonrpc_code = wire.SERVER_ERROR
     grpc_status = _RESOURCE_EXHAUSTED
     default_message = "Server overloaded"
 
@@ -177,7 +179,7 @@ class PromiseTableFull(Overloaded):
 class DeadlineExceeded(MCPLiteError):
     """The caller's own deadline passed before a result or a promise could be given."""
 
-    jsonrpc_code = -32001
+    jsonrpc_code = wire.DEADLINE_ERROR
     grpc_status = _DEADLINE_EXCEEDED
     default_message = "Deadline exceeded"
 
@@ -185,6 +187,6 @@ class DeadlineExceeded(MCPLiteError):
 class ShuttingDown(MCPLiteError):
     """The grace period after SIGTERM ended with this call or stream still open."""
 
-    jsonrpc_code = -32000
+    jsonrpc_code = wire.SERVER_ERROR
     grpc_status = _UNAVAILABLE
     default_message = "Server is shutting down"

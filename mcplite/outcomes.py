@@ -3,7 +3,7 @@
 A tool returns a plain value or one of the classes below; :func:`outcome_of`
 turns whatever it returned into one :data:`Outcome`.  The core passes outcomes
 around; each wire renders them its own way (MCP-lite JSON in
-:mod:`mcplite.envelope`, protobuf in :mod:`mcplite.grpc.codec`), and ``_meta``
+:mod:`mcplite.envelope`, protobuf in :mod:`mcplite.protobuf`), and ``_meta``
 is built in one place (:func:`mcplite.envelope.meta`).
 
 What a plain return value becomes (the ``content`` of an :class:`Answer`):

@@ -6,9 +6,11 @@ module without pulling in a single server module.
 
 from __future__ import annotations
 
+import time
 from typing import Final
 
 __all__ = [
+    "DEADLINE_ERROR",
     "DEFAULT_BASE_PATH",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "ERROR_DATA_KEY",
@@ -20,7 +22,7 @@ __all__ = [
     "RESPONSE_TYPE_CODES",
     "RESPONSE_TYPE_NAMES",
     "SERVER_ERROR",
-    "DEADLINE_ERROR",
+    "iso_timestamp",
 ]
 
 #: Where the MCP-lite HTTP endpoints live unless configured otherwise.
@@ -50,3 +52,21 @@ RESPONSE_TYPE_CODES: Final[dict[str, int]] = {
     "request-for-more-resource": 4,
 }
 RESPONSE_TYPE_NAMES: Final[dict[int, str]] = {v: k for k, v in RESPONSE_TYPE_CODES.items()}
+
+
+_second_cache: tuple[int, str] = (-1, "")
+
+
+def iso_timestamp(epoch: float) -> str:
+    """ISO 8601 UTC with milliseconds, e.g. ``2024-01-01T12:00:00.123Z``.
+
+    The date part is formatted once per second: this runs on every call.
+    """
+    global _second_cache
+    # Round to the microsecond first, as datetime does: 0.123 is 0.12299999...
+    second, micros = divmod(round(epoch * 1_000_000), 1_000_000)
+    cached_second, prefix = _second_cache
+    if second != cached_second:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_cache = (second, prefix)
+    return f"{prefix}.{micros // 1000:03d}Z"

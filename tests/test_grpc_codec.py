@@ -1,4 +1,4 @@
-"""mcplite.grpc.codec against itself, official protobuf and the generated code."""
+"""mcplite.protobuf against itself, official protobuf and the generated code."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from grpc_support import OUR_PROTO, ROOT, protos, to_python
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mcplite.grpc import codec
-from mcplite.grpc.codec import (
+from mcplite import protobuf as codec
+from mcplite.protobuf import (
     MAX_DEPTH,
     CodecError,
     ErrorInfo,

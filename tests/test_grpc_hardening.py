@@ -39,7 +39,7 @@ from conftest import RunningServer, make_config, start_server
 from grpc_support import protos
 
 from mcplite import NEVER, Tools
-from mcplite.grpc.codec import encode_tool_request
+from mcplite.protobuf import encode_tool_request
 from mcplite.grpc.connections import CLOSED_STREAMS_KEPT
 from mcplite.grpc.service import _grpc_message
 

@@ -32,7 +32,7 @@ from mcplite import (
     __version__,
 )
 from mcplite.grpc import create_server
-from mcplite.grpc.codec import encode_tool_request
+from mcplite.protobuf import encode_tool_request
 from mcplite.grpc.service import ERROR_DATA_KEY, ERROR_DATA_LIMIT, GrpcServer, MCPLiteService
 
 TIMEOUT = 10.0  # seconds: the bound of every wait in this file

@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
+from .. import wire
 from ..outcomes import Partial
+from ..wire import DEFAULT_BASE_PATH
 
 __all__ = [
     "BaseClient",
@@ -59,7 +61,6 @@ __all__ = [
 ]
 
 #: Base path of an ``http://`` URL given without one.
-DEFAULT_BASE_PATH = "/mcp-lite/v1"
 DEFAULT_GRPC_PORT = 50051
 
 
@@ -260,14 +261,14 @@ def rpc_error(
 ) -> RPCError:
     """The :class:`RPCError` subclass for a JSON-RPC error."""
     cls: type[RPCError] = RPCError
-    if code == -32601 and isinstance(data, Mapping) and "requested_tool" in data:
+    if code == wire.METHOD_NOT_FOUND and isinstance(data, Mapping) and "requested_tool" in data:
         cls = ToolNotFoundError
-    elif code == -32602:
+    elif code == wire.INVALID_PARAMS:
         token_error = isinstance(data, Mapping) and data.get("reason") in _TOKEN_REASONS
         cls = InvalidTokenError if token_error else InvalidArgumentsError
-    elif code == -32603:
+    elif code == wire.INTERNAL_ERROR:
         cls = InternalServerError
-    elif code == -32000:
+    elif code == wire.SERVER_ERROR:
         cls = OverloadedError
     return cls(code, message, data, grpc_status=grpc_status)
 
@@ -275,11 +276,11 @@ def rpc_error(
 def error_from_object(error: Any) -> RPCError:
     """The :class:`RPCError` for a JSON-RPC ``error`` object ``{code, message, data?}``."""
     if not isinstance(error, Mapping):
-        return RPCError(-32603, f"malformed error object: {error!r}")
+        return RPCError(wire.INTERNAL_ERROR, f"malformed error object: {error!r}")
     code = error.get("code")
     message = error.get("message")
     return rpc_error(
-        code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+        code if isinstance(code, int) and not isinstance(code, bool) else wire.INTERNAL_ERROR,
         message if isinstance(message, str) else "error",
         error.get("data"),
     )

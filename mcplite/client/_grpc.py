@@ -25,38 +25,30 @@ from grpclib.const import Cardinality, Status
 from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from ..envelope import iso_timestamp
-from ..grpc.codec import (
+from .. import wire
+from ..protobuf import (
     CodecError,
     ResponseMeta,
-    ResponseTypeCode,
     decode_tool_response,
     decode_tools_list,
     encode_tool_request,
 )
-from ..grpc.service import ERROR_DATA_KEY
-from ..outcomes import ResponseType
+from ..wire import ERROR_DATA_KEY, iso_timestamp
 from . import Partial, RequestTimeout, TransportError, rpc_error
 
 __all__ = ["BytesCodec", "GrpcTransport", "grpc_error", "result_of"]
 
 _SERVICE = "/mcplite.MCPLite/"
 
-_TYPE_NAMES: dict[int, str] = {
-    ResponseTypeCode.ANSWER: ResponseType.ANSWER.value,
-    ResponseTypeCode.PROMISE: ResponseType.PROMISE.value,
-    ResponseTypeCode.ELICITATION: ResponseType.ELICITATION.value,
-    ResponseTypeCode.FAILURE: ResponseType.FAILURE.value,
-    ResponseTypeCode.REQUEST_FOR_MORE_RESOURCE: ResponseType.MORE_RESOURCES.value,
-}
+_TYPE_NAMES = wire.RESPONSE_TYPE_NAMES
 
 # gRPC status -> the JSON-RPC code of the same error (mcplite/errors.py in reverse).
 _JSONRPC_CODES: dict[Status, int] = {
-    Status.NOT_FOUND: -32601,
-    Status.INVALID_ARGUMENT: -32602,
-    Status.RESOURCE_EXHAUSTED: -32000,
-    Status.INTERNAL: -32603,
-    Status.UNIMPLEMENTED: -32601,
+    Status.NOT_FOUND: wire.METHOD_NOT_FOUND,
+    Status.INVALID_ARGUMENT: wire.INVALID_PARAMS,
+    Status.RESOURCE_EXHAUSTED: wire.SERVER_ERROR,
+    Status.INTERNAL: wire.INTERNAL_ERROR,
+    Status.UNIMPLEMENTED: wire.METHOD_NOT_FOUND,
 }
 
 

@@ -6,7 +6,7 @@ classes generated from ``proto/mcplite.proto`` (by ``scripts/gen_proto.sh``) are
 ``mcplite.grpc._proto.mcplite`` for clients that want them.
 """
 
-from .codec import CodecError
+from ..protobuf import CodecError
 from .service import DEFAULT_MAX_MESSAGE_SIZE, MCPLiteService, create_server
 
 __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "CodecError", "MCPLiteService", "create_server"]

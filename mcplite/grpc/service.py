@@ -87,17 +87,17 @@ from .._version import __version__
 from ..config import Config
 from ..envelope import Result
 from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
-from ..outcomes import Partial, ResponseType
-from .codec import (
+from ..outcomes import Partial
+from ..protobuf import (
     CodecError,
     ErrorInfo,
     ResponseMeta,
-    ResponseTypeCode,
     decode_tool_request,
     encode_rpc_status,
     encode_tool_response,
     encode_tools_list,
 )
+from ..wire import DEFAULT_MAX_MESSAGE_SIZE, ERROR_DATA_KEY, RESPONSE_TYPE_CODES
 from .connections import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LimitedServer
 
 __all__ = [
@@ -115,24 +115,12 @@ __all__ = [
 
 log = logging.getLogger("mcplite.grpc")
 
-#: Largest request message accepted, in bytes (grpcio's default receive limit).
-DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-#: Trailing metadata key of the JSON error data.
-ERROR_DATA_KEY = "mcplite-error-data"
 #: Largest JSON error data sent, in bytes.
 ERROR_DATA_LIMIT = 2048
 
 _SERVICE = "/mcplite.MCPLite/"
 
 _Handler = Callable[[Stream[Any, Any]], Awaitable[None]]
-
-_RESPONSE_TYPE_CODES: dict[ResponseType, int] = {
-    ResponseType.ANSWER: ResponseTypeCode.ANSWER,
-    ResponseType.PROMISE: ResponseTypeCode.PROMISE,
-    ResponseType.ELICITATION: ResponseTypeCode.ELICITATION,
-    ResponseType.FAILURE: ResponseTypeCode.FAILURE,
-    ResponseType.MORE_RESOURCES: ResponseTypeCode.REQUEST_FOR_MORE_RESOURCE,
-}
 
 
 class DispatcherLike(Protocol):
@@ -366,7 +354,7 @@ def response_meta(result: Result) -> ResponseMeta:
                 del extra["expires_at"]
     elapsed = round(result.processing_time_ms)
     return ResponseMeta(
-        response_type=_RESPONSE_TYPE_CODES[result.response_type],
+        response_type=RESPONSE_TYPE_CODES[result.response_type.value],
         promise_token=token,
         timestamp=int(result.timestamp * 1000),
         processing_time_ms=min(max(elapsed, 0), 2**31 - 1),
