@@ -19,16 +19,6 @@ from .config import Config
 from .context import Caller, RequestContext
 from .dispatch import Dispatcher, ToolStream
 from .envelope import Result
-from .outcomes import (
-    Answer,
-    Elicitation,
-    Failure,
-    MoreResources,
-    Partial,
-    Promised,
-    ResponseType,
-)
-from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
 from .errors import (
     ExpiredToken,
     InternalError,
@@ -42,6 +32,16 @@ from .errors import (
     ToolNotFound,
     UnknownPromise,
 )
+from .outcomes import (
+    Answer,
+    Elicitation,
+    Failure,
+    MoreResources,
+    Partial,
+    Promised,
+    ResponseType,
+)
+from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
 from .schema import Field
 from .tools import ALWAYS, NEVER, Context, Tool, Tools
 

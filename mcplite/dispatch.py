@@ -94,9 +94,7 @@ class Dispatcher:
         """Every tool's discovery entry the caller may see, system tools included."""
         if type(self.policy) is AllowAll:
             return self._definitions  # built once
-        return [
-            t.definition() for t in self._tools.values() if self.policy.visible(context, t)
-        ]
+        return [t.definition() for t in self._tools.values() if self.policy.visible(context, t)]
 
     def tool(self, name: str) -> Tool:
         """The tool called ``name``; raises :class:`ToolNotFound` with a suggestion."""
