@@ -1,6 +1,7 @@
-"""JSON-RPC 2.0 framing over bytes, shared by the HTTP binding (and later stdio).
+"""JSON-RPC 2.0 framing over bytes, shared by every JSON-RPC binding.
 
-Methods: ``tools/call`` (the main one), ``tools/list`` (as in MCP) and ``ping``.
+What each method does is in the method table (:mod:`mcplite.methods`); this
+module only parses, checks, frames and encodes.
 A request without ``id`` is a notification: it is processed, and gets no reply.
 A batch (a JSON array) gets an array of the replies to its non-notifications.
 """
@@ -14,19 +15,21 @@ import enum
 import json
 import logging
 import math
+import sys
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from .dispatch import Dispatcher
+from .context import IN_PROCESS, RequestContext
+from .dispatch import Dispatcher, ToolStream
 from .errors import (
-    InvalidParams,
     InvalidRequest,
     MCPLiteError,
     MethodNotFound,
-    Overloaded,
     ParseError,
 )
+from .methods import Method, mcplite_methods
 
-__all__ = ["JsonRpc", "Reply", "check_request", "decode", "encode", "tool_call_params"]
+__all__ = ["JsonRpc", "Reply", "StreamReply", "check_request", "decode", "encode"]
 
 log = logging.getLogger("mcplite")
 
@@ -71,8 +74,12 @@ def encode(obj: Any) -> bytes:
         return _ascii_encode(obj).encode()
 
 
+class _NotJson(ValueError):
+    pass
+
+
 def _not_json(literal: str) -> Any:
-    raise ValueError(f"{literal} is not JSON (RFC 8259 has no NaN or Infinity)")
+    raise _NotJson(f"{literal} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
 _decode = json.JSONDecoder(parse_constant=_not_json).decode
@@ -90,17 +97,32 @@ def decode(body: bytes) -> Any:
         raise ParseError("Parse error: the body is not valid UTF-8") from None
     except RecursionError:
         raise ParseError("Parse error: JSON nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError and the int digit limit
+    except (json.JSONDecodeError, _NotJson) as exc:
         raise ParseError(f"Parse error: {exc}") from None
+    except ValueError:
+        # The only other one: int() refusing more digits than the interpreter's
+        # limit.  Its own message tells the *server* to call
+        # sys.set_int_max_str_digits(), which is no advice for a client.
+        limit = sys.get_int_max_str_digits()
+        raise ParseError(f"Parse error: integer too large (over {limit} digits)") from None
 
 
 class Reply(NamedTuple):
-    """What to send back: ``body`` (None: nothing, e.g. notifications) and, when
-    the only reply is an overload error, the seconds for Retry-After."""
+    """What to send back: ``body`` (None: nothing, e.g. notifications); ``error``
+    when the whole reply is that one error (a binding maps its class to a status);
+    ``tool``, what was called (for logs)."""
 
     body: bytes | None
-    retry_after: float | None = None
-    tool: str | None = None  # for the access log
+    error: MCPLiteError | None = None
+    tool: str | None = None
+
+
+class StreamReply(NamedTuple):
+    """A request that is answered as a stream: its id, the tool, the running stream."""
+
+    request_id: Any
+    tool: str
+    stream: ToolStream
 
 
 def _check_id(message: dict[str, Any]) -> Any:
@@ -112,16 +134,6 @@ def _check_id(message: dict[str, Any]) -> Any:
     if isinstance(request_id, float) and not math.isfinite(request_id):
         raise InvalidRequest("Invalid request: id is a number too large for JSON")
     return request_id
-
-
-def tool_call_params(params: Any) -> tuple[str, Any]:
-    """``(name, arguments)`` of ``tools/call`` params; raises :class:`InvalidParams`."""
-    if not isinstance(params, dict):
-        raise InvalidParams.from_fields([("params", "expected an object")])
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise InvalidParams.from_fields([("params.name", "is required and must be a string")])
-    return name, params.get("arguments")
 
 
 def check_request(message: Any) -> tuple[Any, str, Any]:
@@ -166,106 +178,155 @@ def _known_id(message: Any) -> Any:
 
 
 class JsonRpc:
-    """Turns request bytes into reply bytes through a :class:`Dispatcher`."""
+    """Turns request bytes into reply bytes through a method table.
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    The table defaults to MCP-lite's (:func:`mcplite.methods.mcplite_methods`).
+    Every request, whichever way it is to be answered, passes the same checks
+    (:func:`check_request`) here and nowhere else.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, methods: Mapping[str, Method] | None = None) -> None:
         self.dispatcher = dispatcher
-        self._tools_result = {"tools": dispatcher.tool_definitions()}
+        self.methods = methods if methods is not None else mcplite_methods(dispatcher)
 
-    async def handle(self, body: bytes) -> Reply:
+    async def handle(self, body: bytes, context: RequestContext = IN_PROCESS) -> Reply:
+        """The reply to a request body (one request or a batch)."""
         try:
             message = decode(body)
         except ParseError as exc:
-            return Reply(self.error_bytes(None, exc))
-        if type(message) is dict and message.get("method") == "tools/call":
-            # The hot path: a single call with a plain id and object params is
-            # answered here without the general path's extra await level.
-            # Anything less ordinary goes the general way, with the same answers.
+            return self.unparsable(exc)
+        if type(message) is dict:
+            # The hot path: one request with a plain id and object params goes
+            # straight to its handler; anything less ordinary takes the general
+            # path (answer), which gives the same answers.
             request_id = message.get("id")
             params = message.get("params")
+            method = message.get("method")
             if (
-                message.get("jsonrpc") == "2.0"
+                type(method) is str
+                and (found := self.methods.get(method)) is not None
+                and message.get("jsonrpc") == "2.0"
                 and (type(request_id) is str or type(request_id) is int)
                 and type(params) is dict
-                and type(name := params.get("name")) is str
             ):
+                tool = _tool_name(message)
                 try:
-                    result = await self.dispatcher.call(name, params.get("arguments"))
+                    result = await found.handler(params, context)
                 except MCPLiteError as exc:
-                    return self._error_reply(request_id, exc, name)
-                answer: dict[str, Any] = {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "result": result.to_json(),
-                }
-                return Reply(self._encode_reply(answer), None, name)
-        elif isinstance(message, list):
-            return await self._batch(message)
+                    return self.error_reply(request_id, exc, tool)
+                answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
+                return Reply(self._encode_reply(answer), None, tool)
+        return await self.answer(message, context)
+
+    async def handle_stream(
+        self, body: bytes, context: RequestContext = IN_PROCESS
+    ) -> Reply | StreamReply:
+        """Like :meth:`handle`, for a client that takes a stream: a single valid
+        request with an id to a method that can stream is started as one; every
+        other body, and every error before the stream starts, is a plain reply."""
+        try:
+            message = decode(body)
+        except ParseError as exc:
+            return self.unparsable(exc)
+        if type(message) is dict:
+            try:
+                request_id, method, params = check_request(message)
+            except InvalidRequest:
+                return await self.answer(message, context)
+            found = self.methods.get(method)
+            if found is not None and found.stream is not None and request_id is not _MISSING:
+                tool = _tool_name(message)
+                try:
+                    stream = found.stream(params, context)
+                except MCPLiteError as exc:
+                    return self.error_reply(request_id, exc, tool)
+                return StreamReply(request_id, stream.tool.name, stream)
+        return await self.answer(message, context)
+
+    async def answer(self, message: Any, context: RequestContext = IN_PROCESS) -> Reply:
+        """The reply to a decoded body: what :meth:`handle` answers after parsing."""
+        if isinstance(message, list):
+            return await self._batch(message, context)
         tool = _tool_name(message)
-        reply = await self.handle_message(message)
+        reply, error = await self._one(message, context)
         if reply is None:
             return Reply(None, None, tool)
-        error = reply.get("error")
-        retry_after = None
-        if error is not None and error["code"] == Overloaded.jsonrpc_code:
-            retry_after = error.get("data", {}).get("retry_after")
-        return Reply(self._encode_reply(reply), retry_after, tool)
+        return Reply(self._encode_reply(reply), error, tool)
 
-    def _error_reply(self, request_id: Any, error: MCPLiteError, tool: str | None) -> Reply:
-        retry_after = error.retry_after if isinstance(error, Overloaded) else None
-        return Reply(self.error_bytes(request_id, error), retry_after, tool)
+    @classmethod
+    def unparsable(cls, error: ParseError) -> Reply:
+        """The reply to a body that is not JSON (the id cannot be told: null)."""
+        return Reply(cls.error_bytes(None, error), error)
 
-    async def _batch(self, messages: list[Any]) -> Reply:
+    def error_reply(self, request_id: Any, error: MCPLiteError, tool: str | None) -> Reply:
+        """``error`` as the reply to the request ``request_id`` (already checked)."""
+        return Reply(self.error_bytes(request_id, error), error, tool)
+
+    def refusal(self, body: bytes, error: MCPLiteError) -> bytes:
+        """``error`` as the answer to every request in ``body``, each under its own
+        id (null when it cannot be told): for calls the server cuts short."""
+        try:
+            message = decode(body)
+        except ParseError:
+            message = None
+        if isinstance(message, list):
+            ids = [_known_id(m) for m in message if isinstance(m, dict) and "id" in m]
+            if ids:
+                return encode([self._error_obj(request_id, error) for request_id in ids])
+            message = None
+        return self.error_bytes(_known_id(message), error)
+
+    async def _batch(self, messages: list[Any], context: RequestContext) -> Reply:
         if not messages:
-            return Reply(self.error_bytes(None, InvalidRequest("Invalid request: empty batch")))
-        replies = await asyncio.gather(*(self.handle_message(m) for m in messages))
-        out = [r for r in replies if r is not None]
+            error = InvalidRequest("Invalid request: empty batch")
+            return Reply(self.error_bytes(None, error), error)
+        replies = await asyncio.gather(*(self._one(m, context) for m in messages))
+        out = [r for r, _ in replies if r is not None]
         tool = f"batch({len(messages)})"
         if not out:
             return Reply(None, None, tool)
         return Reply(self._encode_reply(out), None, tool)
 
-    async def handle_message(self, message: Any) -> dict[str, Any] | None:
+    async def handle_message(
+        self, message: Any, context: RequestContext = IN_PROCESS
+    ) -> dict[str, Any] | None:
         """One request object -> one reply object (None for a notification)."""
+        return (await self._one(message, context))[0]
+
+    async def _one(
+        self, message: Any, context: RequestContext
+    ) -> tuple[dict[str, Any] | None, MCPLiteError | None]:
+        """One request object -> its reply object (None for a notification), and
+        the error when the reply is one."""
         try:
             request_id, method, params = check_request(message)
         except InvalidRequest as exc:
             # Answer even without an id: an invalid request is no notification.
-            return self._error_obj(_known_id(message), exc)
+            return self._error_obj(_known_id(message), exc), exc
         try:
-            if method == "tools/call":  # inline: the hot path saves an await level
-                name, arguments = tool_call_params(params)
-                result = (await self.dispatcher.call(name, arguments)).to_json()
-            else:
-                result = await self.call_method(method, params)
+            found = self.methods.get(method)
+            if found is None:
+                raise MethodNotFound(f"Method not found: {method}", {"method": method})
+            result = await found.handler(params, context)
         except MCPLiteError as exc:
             if request_id is _MISSING:
-                return None
-            return self._error_obj(request_id, exc)
+                return None, None
+            return self._error_obj(request_id, exc), exc
         if request_id is _MISSING:
-            return None
-        return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-    async def call_method(self, method: str, params: Any) -> dict[str, Any]:
-        if method == "tools/call":
-            name, arguments = tool_call_params(params)
-            result = await self.dispatcher.call(name, arguments)
-            return result.to_json()
-        if method == "tools/list":
-            return self._tools_result
-        if method == "ping":
-            return {}
-        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+            return None, None
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}, None
 
     def _encode_reply(self, reply: Any) -> bytes:
         try:
             return encode(reply)
         except (TypeError, ValueError) as exc:
+            if isinstance(reply, list):
+                # Only the members JSON cannot hold become errors; the rest of
+                # the batch keeps its results.
+                return b"[" + b",".join(map(self._encode_reply, reply)) + b"]"
             # A tool returned something JSON cannot hold (NaN, bytes, an object).
             error = self.dispatcher.internal_error("(result encoding)", exc)
             error.message = f"The tool's result is not valid JSON: {exc}"
-            if isinstance(reply, list):
-                return encode([self._error_obj(r.get("id"), error) for r in reply])
             return self.error_bytes(reply.get("id"), error)
 
     @staticmethod

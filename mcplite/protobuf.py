@@ -7,6 +7,15 @@ betterproto issue 599; a decoded Struct's ``to_dict`` yields ``{"stringValue": .
 wrappers).  This module reads and writes those bytes directly, in pure Python
 with the standard library only, between plain JSON-like values and bytes.
 
+Where the numbers come from: ``proto/mcplite.proto`` is the one source.  Every
+field tag used here (field number and wire type) is read once, at import, from the
+betterproto classes generated from it (``mcplite.grpc._proto``, rebuilt by
+``scripts/gen_proto.sh``) and from betterproto's bundled well-known types
+(``Struct``, ``Value``, ``ListValue``, ``Any``); each field's type is checked against
+what this module writes, so a proto change it cannot follow fails at import, not on
+the wire.  ``ResponseTypeCode`` is the generated ``ResponseType`` enum.  Only
+``google.rpc.Status`` and ``ErrorInfo``, in neither, keep numbers written here.
+
 Value mapping (``google/protobuf/struct.proto``):
 
 =====================  ==========================  ==============================
@@ -48,12 +57,18 @@ about 33 dicts (49 lists).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
+import typing
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
+
+import betterproto
+import betterproto.lib.google.protobuf as wkt
+
+from .grpc._proto import mcplite as generated
 
 __all__ = [
     "MAX_DEPTH",
@@ -83,14 +98,10 @@ class CodecError(ValueError):
     deeper than :data:`MAX_DEPTH`."""
 
 
-class ResponseTypeCode(IntEnum):
-    """``mcplite.ResponseType`` numbers (``REQUEST_FOR_MORE_RESOURCE`` is our addition)."""
-
-    ANSWER = 0
-    PROMISE = 1
-    ELICITATION = 2
-    FAILURE = 3
-    REQUEST_FOR_MORE_RESOURCE = 4
+#: ``mcplite.ResponseType`` as generated from the proto, an int enum
+#: (``REQUEST_FOR_MORE_RESOURCE`` is our addition).  mcplite.wire.RESPONSE_TYPE_CODES
+#: holds the same numbers for the client, which a test keeps in step.
+ResponseTypeCode = generated.ResponseType
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +164,120 @@ def _text(tag: bytes, text: str) -> bytes:
     return tag + (_SMALL[n] if n < 0x80 else _varint(n)) + raw
 
 
+# --- field tags, read from the generated code ---------------------------------------
+#
+# A tag is ``field number << 3 | wire type``.  Decoders compare ints (a whole tag
+# varint as read); encoders write the same tag as bytes (the ``_B`` names).  All are
+# module constants computed once here, used exactly as literals would be.
+
+_WIRE_TYPES: dict[str, int] = {
+    **dict.fromkeys(betterproto.WIRE_VARINT_TYPES, 0),
+    **dict.fromkeys(betterproto.WIRE_FIXED_64_TYPES, 1),
+    **dict.fromkeys(betterproto.WIRE_LEN_DELIM_TYPES, 2),
+    **dict.fromkeys(betterproto.WIRE_FIXED_32_TYPES, 5),
+}
+
+
+def _field(message: type[betterproto.Message], name: str) -> betterproto.FieldMetadata:
+    # Generated messages are dataclasses; betterproto.Message is not typed as one.
+    for field in dataclasses.fields(message):  # type: ignore[arg-type]
+        if field.name == name:
+            return betterproto.FieldMetadata.get(field)
+    raise LookupError(f"{message.__name__} has no field {name!r}: see proto/mcplite.proto")
+
+
+def _tag(
+    message: type[betterproto.Message], name: str, proto_type: str, of: type | None = None
+) -> int:
+    """The tag of field ``name`` of a betterproto message class, checking that it is
+    still the ``proto_type`` (and, for a message field, the message ``of``) written here."""
+    meta = _field(message, name)
+    kind = typing.get_type_hints(message)[name] if of is not None else None
+    if typing.get_origin(kind) is list:  # a repeated message field
+        (kind,) = typing.get_args(kind)
+    if meta.proto_type != proto_type or kind is not of:
+        raise TypeError(
+            f"{message.__name__}.{name} is {meta.proto_type} {kind or ''} in the proto, "
+            f"but mcplite.protobuf writes {proto_type} {of or ''}"
+        )
+    return meta.number << 3 | _WIRE_TYPES[proto_type]
+
+
+def _entry_tags(
+    message: type[betterproto.Message], name: str, key_type: str, value_type: str
+) -> tuple[int, int]:
+    """The tags of ``key`` and ``value`` in the entries of a map field: protobuf
+    defines ``map<K, V>`` as a repeated entry message with ``key = 1`` and ``value = 2``."""
+    meta = _field(message, name)
+    if meta.proto_type != "map" or meta.map_types != (key_type, value_type):
+        raise TypeError(f"{message.__name__}.{name} is not a map<{key_type}, {value_type}>")
+    return 1 << 3 | _WIRE_TYPES[key_type], 2 << 3 | _WIRE_TYPES[value_type]
+
+
+# google/protobuf/struct.proto, from betterproto's bundled classes.
+_STRUCT_FIELDS = _tag(wkt.Struct, "fields", "map")
+_ENTRY_KEY, _ENTRY_VALUE = _entry_tags(wkt.Struct, "fields", "string", "message")
+_LIST_VALUES = _tag(wkt.ListValue, "values", "message", wkt.Value)
+_VALUE_NULL = _tag(wkt.Value, "null_value", "enum")
+_VALUE_NUMBER = _tag(wkt.Value, "number_value", "double")
+_VALUE_STRING = _tag(wkt.Value, "string_value", "string")
+_VALUE_BOOL = _tag(wkt.Value, "bool_value", "bool")
+_VALUE_STRUCT = _tag(wkt.Value, "struct_value", "message", wkt.Struct)
+_VALUE_LIST = _tag(wkt.Value, "list_value", "message", wkt.ListValue)
+
+# proto/mcplite.proto, from the generated classes.
+_REQUEST_NAME = _tag(generated.ToolRequest, "name", "string")
+_REQUEST_ARGUMENTS = _tag(generated.ToolRequest, "arguments", "message", wkt.Struct)
+_RESPONSE_RESULT = _tag(generated.ToolResponse, "result", "message", wkt.Struct)
+_RESPONSE_META = _tag(generated.ToolResponse, "meta", "message", generated.ResponseMeta)
+_META_RESPONSE_TYPE = _tag(generated.ResponseMeta, "response_type", "enum")
+_META_PROMISE_TOKEN = _tag(generated.ResponseMeta, "promise_token", "string")
+_META_TIMESTAMP = _tag(generated.ResponseMeta, "timestamp", "int64")
+_META_PROCESSING_TIME_MS = _tag(generated.ResponseMeta, "processing_time_ms", "int32")
+_META_SERVER_VERSION = _tag(generated.ResponseMeta, "server_version", "string")
+_META_EXPIRES_AT = _tag(generated.ResponseMeta, "expires_at", "int64")
+_META_EXTRA = _tag(generated.ResponseMeta, "extra", "message", wkt.Struct)
+_TOOL_NAME = _tag(generated.Tool, "name", "string")
+_TOOL_TYPE = _tag(generated.Tool, "type", "string")
+_TOOL_DESCRIPTION = _tag(generated.Tool, "description", "string")
+_TOOL_INPUT_SCHEMA = _tag(generated.Tool, "input_schema", "message", wkt.Struct)
+_TOOLS_LIST_TOOLS = _tag(generated.ToolsList, "tools", "message", generated.Tool)
+
+# Tags a decoder branch takes together (a module tuple: as fast as `==` chains).
+_ENTRY_FIELDS = (_ENTRY_KEY, _ENTRY_VALUE)
+_VALUE_LEN_KINDS = (_VALUE_STRING, _VALUE_STRUCT, _VALUE_LIST)
+_VALUE_VARINT_KINDS = (_VALUE_BOOL, _VALUE_NULL)
+_REQUEST_FIELDS = (_REQUEST_NAME, _REQUEST_ARGUMENTS)
+
+_STRUCT_FIELDS_B = _varint(_STRUCT_FIELDS)
+_ENTRY_KEY_B = _varint(_ENTRY_KEY)
+_ENTRY_VALUE_B = _varint(_ENTRY_VALUE)
+_LIST_VALUES_B = _varint(_LIST_VALUES)
+_VALUE_NUMBER_B = _varint(_VALUE_NUMBER)
+_VALUE_STRING_B = _varint(_VALUE_STRING)
+_VALUE_STRUCT_B = _varint(_VALUE_STRUCT)
+_VALUE_LIST_B = _varint(_VALUE_LIST)
+_VALUE_NONE = _varint(_VALUE_NULL) + b"\x00"  # NULL_VALUE, NullValue's only value (0)
+_VALUE_TRUE = _varint(_VALUE_BOOL) + b"\x01"
+_VALUE_FALSE = _varint(_VALUE_BOOL) + b"\x00"
+_REQUEST_NAME_B = _varint(_REQUEST_NAME)
+_REQUEST_ARGUMENTS_B = _varint(_REQUEST_ARGUMENTS)
+_RESPONSE_RESULT_B = _varint(_RESPONSE_RESULT)
+_RESPONSE_META_B = _varint(_RESPONSE_META)
+_META_RESPONSE_TYPE_B = _varint(_META_RESPONSE_TYPE)
+_META_PROMISE_TOKEN_B = _varint(_META_PROMISE_TOKEN)
+_META_TIMESTAMP_B = _varint(_META_TIMESTAMP)
+_META_PROCESSING_TIME_MS_B = _varint(_META_PROCESSING_TIME_MS)
+_META_SERVER_VERSION_B = _varint(_META_SERVER_VERSION)
+_META_EXPIRES_AT_B = _varint(_META_EXPIRES_AT)
+_META_EXTRA_B = _varint(_META_EXTRA)
+_TOOL_INPUT_SCHEMA_B = _varint(_TOOL_INPUT_SCHEMA)
+_TOOLS_LIST_TOOLS_B = _varint(_TOOLS_LIST_TOOLS)
+
+
 # --- encoding Struct / Value / ListValue -----------------------------------------
 
-# Encoded map-entry key prefixes (b"\n" + len + utf-8) for recently seen keys: keys
+# Encoded map-entry key fields (tag + len + utf-8) for recently seen keys: keys
 # repeat across calls ("content", "type", "text"), so this skips most key encoding.
 _KEY_CACHE: dict[str, bytes] = {}
 _KEY_CACHE_LIMIT = 4096
@@ -176,10 +298,10 @@ def _key_field(key: Any) -> bytes:
             raise TypeError(
                 f"Struct keys must be str, int, float, bool or None, not {type(key).__name__}"
             )
-        return _text(b"\n", key)
+        return _text(_ENTRY_KEY_B, key)
     field = _KEY_CACHE.get(key)
     if field is None:
-        field = _text(b"\n", key)
+        field = _text(_ENTRY_KEY_B, key)
         if len(_KEY_CACHE) >= _KEY_CACHE_LIMIT:
             _KEY_CACHE.clear()
         _KEY_CACHE[key] = field
@@ -198,13 +320,13 @@ def _enc_struct(obj: Mapping[Any, Any], depth: int) -> bytes:
         if type(value) is str:  # the common case, inlined
             raw = value.encode()
             n = len(raw)
-            value_msg = b"\x1a" + (_SMALL[n] if n < 0x80 else _varint(n)) + raw
+            value_msg = _VALUE_STRING_B + (_SMALL[n] if n < 0x80 else _varint(n)) + raw
         else:
             value_msg = _enc_value(value, depth)
         n = len(value_msg)
-        entry = key_field + b"\x12" + (_SMALL[n] if n < 0x80 else _varint(n)) + value_msg
+        entry = key_field + _ENTRY_VALUE_B + (_SMALL[n] if n < 0x80 else _varint(n)) + value_msg
         n = len(entry)
-        out.append(b"\n" + (_SMALL[n] if n < 0x80 else _varint(n)) + entry)
+        out.append(_STRUCT_FIELDS_B + (_SMALL[n] if n < 0x80 else _varint(n)) + entry)
     return b"".join(out)
 
 
@@ -216,7 +338,7 @@ def _enc_list(items: Iterable[Any], depth: int) -> bytes:
     for item in items:
         value_msg = _enc_value(item, depth)
         n = len(value_msg)
-        out.append(b"\n" + (_SMALL[n] if n < 0x80 else _varint(n)) + value_msg)
+        out.append(_LIST_VALUES_B + (_SMALL[n] if n < 0x80 else _varint(n)) + value_msg)
     return b"".join(out)
 
 
@@ -224,34 +346,34 @@ def _enc_value(value: Any, depth: int) -> bytes:
     """Value payload: exactly one ``kind`` field (oneof members are always written)."""
     kind = type(value)
     if kind is str:
-        return _text(b"\x1a", value)
+        return _text(_VALUE_STRING_B, value)
     if kind is dict:
         payload = _enc_struct(value, depth + 1)
         n = len(payload)
-        return b"*" + (_SMALL[n] if n < 0x80 else _varint(n)) + payload
+        return _VALUE_STRUCT_B + (_SMALL[n] if n < 0x80 else _varint(n)) + payload
     if kind is list or kind is tuple:
         payload = _enc_list(value, depth + 1)
         n = len(payload)
-        return b"2" + (_SMALL[n] if n < 0x80 else _varint(n)) + payload
+        return _VALUE_LIST_B + (_SMALL[n] if n < 0x80 else _varint(n)) + payload
     if kind is bool:
-        return b" \x01" if value else b" \x00"
+        return _VALUE_TRUE if value else _VALUE_FALSE
     if kind is float:
-        return b"\x11" + _pack_double(value)
+        return _VALUE_NUMBER_B + _pack_double(value)
     if kind is int:
-        return b"\x11" + _pack_double(_as_double(value))
+        return _VALUE_NUMBER_B + _pack_double(_as_double(value))
     if value is None:
-        return b"\x08\x00"
+        return _VALUE_NONE
     # Subclasses (str enums, IntEnum, OrderedDict, named tuples): same as their base.
     if isinstance(value, str):
-        return _text(b"\x1a", value)  # its own text, as json.dumps writes it
+        return _text(_VALUE_STRING_B, value)  # its own text, as json.dumps writes it
     if isinstance(value, bool):
-        return b" \x01" if value else b" \x00"
+        return _VALUE_TRUE if value else _VALUE_FALSE
     if isinstance(value, int | float):
-        return b"\x11" + _pack_double(_as_double(value))
+        return _VALUE_NUMBER_B + _pack_double(_as_double(value))
     if isinstance(value, dict):
-        return _ld(b"*", _enc_struct(value, depth + 1))
+        return _ld(_VALUE_STRUCT_B, _enc_struct(value, depth + 1))
     if isinstance(value, list | tuple):
-        return _ld(b"2", _enc_list(value, depth + 1))
+        return _ld(_VALUE_LIST_B, _enc_list(value, depth + 1))
     raise TypeError(f"{type(value).__name__} is not a JSON value; cannot put it in a Struct")
 
 
@@ -287,7 +409,7 @@ def encode_value(value: Any) -> bytes:
 # --- decoding ----------------------------------------------------------------------
 #
 # Each decoder walks ``data[i:end]``; ``end`` is where its message stops inside the
-# enclosing one.  Tags are compared as whole varints (0x0A is field 1, LEN).
+# enclosing one.  Tags are compared as whole varints (the ints above).
 # Reading past ``end`` is caught by the length checks; reading past the buffer
 # raises IndexError, which the public functions turn into CodecError.
 
@@ -368,7 +490,7 @@ def _dec_struct(data: bytes, i: int, end: int, depth: int) -> dict[str, Any]:
         i += 1
         if tag >= 0x80:
             tag, i = _varint_tail(data, i, tag)
-        if tag != 0x0A:  # anything but `fields` (1, LEN)
+        if tag != _STRUCT_FIELDS:
             i = _skip(data, i, end, tag)
             continue
         n = data[i]
@@ -378,7 +500,7 @@ def _dec_struct(data: bytes, i: int, end: int, depth: int) -> dict[str, Any]:
         entry_end = i + n
         if entry_end > end:
             raise CodecError("Struct entry runs past the end of its message")
-        # FieldsEntry: key = 1, value = 2.  A repeated key: the last entry wins.  An
+        # FieldsEntry: key, value.  A repeated key: the last entry wins.  An
         # entry with unknown fields is dropped, as upb (protobuf's Python runtime) does.
         key = ""
         value: Any = None
@@ -388,7 +510,7 @@ def _dec_struct(data: bytes, i: int, end: int, depth: int) -> dict[str, Any]:
             i += 1
             if tag >= 0x80:
                 tag, i = _varint_tail(data, i, tag)
-            if tag == 0x0A or tag == 0x12:
+            if tag in _ENTRY_FIELDS:
                 n = data[i]
                 i += 1
                 if n >= 0x80:
@@ -396,7 +518,7 @@ def _dec_struct(data: bytes, i: int, end: int, depth: int) -> dict[str, Any]:
                 field_end = i + n
                 if field_end > entry_end:
                     raise CodecError("Struct entry field runs past the end of its entry")
-                if tag == 0x0A:
+                if tag == _ENTRY_KEY:
                     key = data[i:field_end].decode()
                 else:
                     value = _dec_value(data, i, field_end, depth)
@@ -418,7 +540,7 @@ def _dec_list(data: bytes, i: int, end: int, depth: int) -> list[Any]:
         i += 1
         if tag >= 0x80:
             tag, i = _varint_tail(data, i, tag)
-        if tag != 0x0A:  # anything but `values` (1, LEN)
+        if tag != _LIST_VALUES:
             i = _skip(data, i, end, tag)
             continue
         n = data[i]
@@ -441,7 +563,7 @@ def _dec_value(data: bytes, i: int, end: int, depth: int) -> Any:
         i += 1
         if tag >= 0x80:
             tag, i = _varint_tail(data, i, tag)
-        if tag == 0x1A or tag == 0x2A or tag == 0x32:  # string, struct, list (LEN)
+        if tag in _VALUE_LEN_KINDS:
             n = data[i]
             i += 1
             if n >= 0x80:
@@ -449,34 +571,34 @@ def _dec_value(data: bytes, i: int, end: int, depth: int) -> Any:
             field_end = i + n
             if field_end > end:
                 raise CodecError("Value field runs past the end of its message")
-            if tag == 0x1A:
+            if tag == _VALUE_STRING:
                 value = data[i:field_end].decode()
-            elif tag == 0x2A:
+            elif tag == _VALUE_STRUCT:
                 fields = _dec_struct(data, i, field_end, depth + 1)
-                if kind == 0x2A:
+                if kind == _VALUE_STRUCT:
                     value.update(fields)
                 else:
                     value = fields
             else:
                 items = _dec_list(data, i, field_end, depth + 1)
-                if kind == 0x32:
+                if kind == _VALUE_LIST:
                     value.extend(items)
                 else:
                     value = items
             i = field_end
-        elif tag == 0x11:  # number_value (I64)
+        elif tag == _VALUE_NUMBER:
             if i + 8 > end:
                 raise CodecError("number_value runs past the end of its message")
             number: float = _unpack_double(data, i)[0]
             i += 8
             exact = number.is_integer() and -_EXACT <= number <= _EXACT
             value = int(number) if exact else number
-        elif tag == 0x20 or tag == 0x08:  # bool_value, null_value (VARINT)
+        elif tag in _VALUE_VARINT_KINDS:
             b = data[i]
             i += 1
             if b >= 0x80:
                 b, i = _varint_tail(data, i, b)
-            value = (b != 0) if tag == 0x20 else None
+            value = (b != 0) if tag == _VALUE_BOOL else None
         else:
             i = _skip(data, i, end, tag)
             continue
@@ -539,7 +661,7 @@ def decode_tool_request(data: bytes | bytearray | memoryview) -> tuple[str, dict
             i += 1
             if tag >= 0x80:
                 tag, i = _varint_tail(raw, i, tag)
-            if tag == 0x0A or tag == 0x12:  # name, arguments
+            if tag in _REQUEST_FIELDS:
                 n = raw[i]
                 i += 1
                 if n >= 0x80:
@@ -547,7 +669,7 @@ def decode_tool_request(data: bytes | bytearray | memoryview) -> tuple[str, dict
                 field_end = i + n
                 if field_end > end:
                     raise CodecError("malformed ToolRequest: a field runs past the end")
-                if tag == 0x0A:
+                if tag == _REQUEST_NAME:
                     name = raw[i:field_end].decode()
                 else:  # a repeated message field merges, as in protobuf
                     arguments.update(_dec_struct(raw, i, field_end, 1))
@@ -561,9 +683,9 @@ def decode_tool_request(data: bytes | bytearray | memoryview) -> tuple[str, dict
 
 def encode_tool_request(name: str, arguments: Mapping[Any, Any] | None = None) -> bytes:
     """Serialize a ``ToolRequest`` (for clients and tests). Raises as encode_struct."""
-    out = _text(b"\n", name) if name else b""
+    out = _text(_REQUEST_NAME_B, name) if name else b""
     if arguments is not None:
-        out += _ld(b"\x12", encode_struct(arguments))
+        out += _ld(_REQUEST_ARGUMENTS_B, encode_struct(arguments))
     return out
 
 
@@ -576,21 +698,21 @@ def _int64(tag: bytes, number: int) -> bytes:
 def _enc_meta(meta: ResponseMeta) -> bytes:
     out = b""
     if meta.response_type:
-        out += b"\x08" + _varint(int(meta.response_type))
+        out += _META_RESPONSE_TYPE_B + _varint(int(meta.response_type))
     if meta.promise_token:
-        out += _text(b"\x12", meta.promise_token)
+        out += _text(_META_PROMISE_TOKEN_B, meta.promise_token)
     if meta.timestamp:
-        out += _int64(b"\x18", meta.timestamp)
+        out += _int64(_META_TIMESTAMP_B, meta.timestamp)
     if meta.processing_time_ms:
         if not _INT32_MIN <= meta.processing_time_ms <= _INT32_MAX:
             raise ValueError(f"processing_time_ms {meta.processing_time_ms} is out of int32 range")
-        out += b" " + _varint(meta.processing_time_ms)
+        out += _META_PROCESSING_TIME_MS_B + _varint(meta.processing_time_ms)
     if meta.server_version:
-        out += _text(b"*", meta.server_version)
+        out += _text(_META_SERVER_VERSION_B, meta.server_version)
     if meta.expires_at:
-        out += _int64(b"0", meta.expires_at)
+        out += _int64(_META_EXPIRES_AT_B, meta.expires_at)
     if meta.extra:
-        out += _ld(b":", _enc_struct(meta.extra, 1))
+        out += _ld(_META_EXTRA_B, _enc_struct(meta.extra, 1))
     return out
 
 
@@ -605,9 +727,9 @@ def encode_tool_response(result: Mapping[Any, Any] | None, meta: ResponseMeta | 
     if result is not None:
         if type(result) is not dict and not isinstance(result, Mapping):
             raise TypeError(f"a Struct is made from a dict, not {type(result).__name__}")
-        out = _ld(b"\n", _enc_struct(result, 1))
+        out = _ld(_RESPONSE_RESULT_B, _enc_struct(result, 1))
     if meta is not None:
-        out += _ld(b"\x12", _enc_meta(meta))
+        out += _ld(_RESPONSE_META_B, _enc_meta(meta))
     return out
 
 
@@ -648,8 +770,10 @@ def _iter_fields(data: bytes, i: int, end: int) -> Iterator[tuple[int, int, int]
 def _dec_meta(data: bytes, spans: list[tuple[int, int]]) -> ResponseMeta:
     """ResponseMeta from the payloads at ``spans``: a message field that occurs more
     than once merges, each occurrence parsed on its own."""
-    numbers = {0x08: 0, 0x18: 0, 0x20: 0, 0x30: 0}
-    texts = {0x12: "", 0x2A: ""}
+    numbers = dict.fromkeys(
+        (_META_RESPONSE_TYPE, _META_TIMESTAMP, _META_PROCESSING_TIME_MS, _META_EXPIRES_AT), 0
+    )
+    texts = dict.fromkeys((_META_PROMISE_TOKEN, _META_SERVER_VERSION), "")
     extra: dict[str, Any] | None = None
     for start, stop in spans:
         for tag, a, b in _iter_fields(data, start, stop):
@@ -657,18 +781,18 @@ def _dec_meta(data: bytes, spans: list[tuple[int, int]]) -> ResponseMeta:
                 numbers[tag] = a
             elif tag in texts:
                 texts[tag] = data[a:b].decode()
-            elif tag == 0x3A:
+            elif tag == _META_EXTRA:
                 fields = _dec_struct(data, a, b, 1)
                 extra = fields if extra is None else {**extra, **fields}
-    response_type = _signed(numbers[0x08], 32)
+    response_type = _signed(numbers[_META_RESPONSE_TYPE], 32)
     return ResponseMeta(
         # A newer server's value stays a plain number.
         response_type=_RESPONSE_TYPES.get(response_type, response_type),
-        promise_token=texts[0x12],
-        timestamp=_signed(numbers[0x18], 64),
-        processing_time_ms=_signed(numbers[0x20], 32),
-        server_version=texts[0x2A],
-        expires_at=_signed(numbers[0x30], 64),
+        promise_token=texts[_META_PROMISE_TOKEN],
+        timestamp=_signed(numbers[_META_TIMESTAMP], 64),
+        processing_time_ms=_signed(numbers[_META_PROCESSING_TIME_MS], 32),
+        server_version=texts[_META_SERVER_VERSION],
+        expires_at=_signed(numbers[_META_EXPIRES_AT], 64),
         extra=extra,
     )
 
@@ -686,9 +810,9 @@ def decode_tool_response(
     meta_spans: list[tuple[int, int]] = []
     try:
         for tag, a, b in _iter_fields(raw, 0, len(raw)):
-            if tag == 0x0A:
+            if tag == _RESPONSE_RESULT:
                 result.update(_dec_struct(raw, a, b, 1))
-            elif tag == 0x12:
+            elif tag == _RESPONSE_META:
                 meta_spans.append((a, b))
         meta = _dec_meta(raw, meta_spans) if meta_spans else None
     except _MALFORMED as exc:
@@ -697,14 +821,19 @@ def decode_tool_response(
 
 
 def _enc_tool(tool: Mapping[str, Any]) -> bytes:
-    out = _text(b"\n", str(tool["name"]))
-    if tool.get("@type"):
-        out += _text(b"\x12", str(tool["@type"]))
-    if tool.get("description"):
-        out += _text(b"\x1a", str(tool["description"]))
+    """One ``Tool``: its strings by the generated class, its ``input_schema`` by our
+    Struct encoder, appended (fields may come in any order; 4 is the last anyway).
+    betterproto cannot serialize a Struct made from a dict (``Struct.from_dict``),
+    and recurses past Python's limit on one nested as deep as MAX_DEPTH allows."""
+    strings = generated.Tool(
+        name=str(tool["name"]),
+        type=str(tool.get("@type") or ""),
+        description=str(tool.get("description") or ""),
+    )
+    out = bytes(strings)
     schema = tool.get("inputSchema")
     if schema is not None:
-        out += _ld(b'"', encode_struct(schema))
+        out += _ld(_TOOL_INPUT_SCHEMA_B, encode_struct(schema))
     return out
 
 
@@ -712,23 +841,25 @@ def encode_tools_list(tools: Iterable[Mapping[str, Any]]) -> bytes:
     """Serialize a ``ToolsList`` from tool definitions as the HTTP binding lists them:
     ``{"name", "@type"?, "description", "inputSchema"}`` (``@type`` goes to ``type``).
 
+    Discovery is not a hot path: the fields are written by the betterproto classes
+    generated from the proto, except ``input_schema`` (see :func:`_enc_tool`).
     Raises KeyError for a tool without a name, otherwise as :func:`encode_struct`.
     """
-    return b"".join(_ld(b"\n", _enc_tool(tool)) for tool in tools)
+    return b"".join(_ld(_TOOLS_LIST_TOOLS_B, _enc_tool(tool)) for tool in tools)
 
 
 def _dec_tool(data: bytes, i: int, end: int) -> dict[str, Any]:
-    texts = {0x0A: "", 0x12: "", 0x1A: ""}
+    texts = dict.fromkeys((_TOOL_NAME, _TOOL_TYPE, _TOOL_DESCRIPTION), "")
     schema: dict[str, Any] = {}
     for tag, a, b in _iter_fields(data, i, end):
         if tag in texts:
             texts[tag] = data[a:b].decode()
-        elif tag == 0x22:
+        elif tag == _TOOL_INPUT_SCHEMA:
             schema.update(_dec_struct(data, a, b, 1))
-    tool: dict[str, Any] = {"name": texts[0x0A]}
-    if texts[0x12]:
-        tool["@type"] = texts[0x12]
-    tool["description"] = texts[0x1A]
+    tool: dict[str, Any] = {"name": texts[_TOOL_NAME]}
+    if texts[_TOOL_TYPE]:
+        tool["@type"] = texts[_TOOL_TYPE]
+    tool["description"] = texts[_TOOL_DESCRIPTION]
     tool["inputSchema"] = schema
     return tool
 
@@ -738,28 +869,48 @@ def decode_tools_list(data: bytes | bytearray | memoryview) -> list[dict[str, An
     :func:`encode_tools_list`; ``@type`` only when set). Raises CodecError."""
     raw = _as_bytes(data)
     try:
-        return [_dec_tool(raw, a, b) for tag, a, b in _iter_fields(raw, 0, len(raw)) if tag == 0x0A]
+        fields = _iter_fields(raw, 0, len(raw))
+        return [_dec_tool(raw, a, b) for tag, a, b in fields if tag == _TOOLS_LIST_TOOLS]
     except _MALFORMED as exc:
         raise _malformed("ToolsList", exc) from None
 
 
 # --- google.rpc.Status, for grpc-status-details-bin --------------------------------
+#
+# google/rpc/status.proto and google/rpc/error_details.proto (googleapis) are in
+# neither our proto nor betterproto's bundled types, so their numbers are written
+# here; tests parse these bytes with classes protoc builds from those files.  The
+# google.protobuf.Any around each detail is betterproto's.
 
+
+def _rpc_tag(number: int, proto_type: str) -> bytes:
+    return _varint(number << 3 | _WIRE_TYPES[proto_type])
+
+
+_STATUS_CODE_B = _rpc_tag(1, "int32")
+_STATUS_MESSAGE_B = _rpc_tag(2, "string")
+_STATUS_DETAILS_B = _rpc_tag(3, "message")  # repeated google.protobuf.Any
+_ERROR_INFO_REASON_B = _rpc_tag(1, "string")
+_ERROR_INFO_DOMAIN_B = _rpc_tag(2, "string")
+_ERROR_INFO_METADATA_B = _rpc_tag(3, "map")  # map<string, string>: entries key 1, value 2
+_METADATA_KEY_B = _rpc_tag(1, "string")
+_METADATA_VALUE_B = _rpc_tag(2, "string")
 _ERROR_INFO_TYPE_URL = "type.googleapis.com/google.rpc.ErrorInfo"
 
 
 def encode_rpc_status(code: int, message: str, details: Iterable[ErrorInfo] = ()) -> bytes:
     """Serialize a ``google.rpc.Status`` whose ``details`` are ``google.rpc.ErrorInfo``
     packed in ``google.protobuf.Any``: the payload of ``grpc-status-details-bin``."""
-    out = b"\x08" + _varint(code) if code else b""
+    out = _STATUS_CODE_B + _varint(code) if code else b""
     if message:
-        out += _text(b"\x12", message)
+        out += _text(_STATUS_MESSAGE_B, message)
     for info in details:
-        body = _text(b"\n", info.reason) if info.reason else b""
+        body = _text(_ERROR_INFO_REASON_B, info.reason) if info.reason else b""
         if info.domain:
-            body += _text(b"\x12", info.domain)
+            body += _text(_ERROR_INFO_DOMAIN_B, info.domain)
         for key, value in info.metadata.items():
-            body += _ld(b"\x1a", _text(b"\n", key) + _text(b"\x12", value))
-        any_msg = _text(b"\n", _ERROR_INFO_TYPE_URL) + _ld(b"\x12", body)
-        out += _ld(b"\x1a", any_msg)
+            entry = _text(_METADATA_KEY_B, key) + _text(_METADATA_VALUE_B, value)
+            body += _ld(_ERROR_INFO_METADATA_B, entry)
+        packed = wkt.Any(type_url=_ERROR_INFO_TYPE_URL, value=body)
+        out += _ld(_STATUS_DETAILS_B, bytes(packed))
     return out

@@ -4,16 +4,34 @@ drain them on SIGINT/SIGTERM.  ``cli.py`` only parses arguments and calls this.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import errno
 import logging
 import os
 import secrets
+import signal
+import socket
+import weakref
+from typing import Any
 
+from ._version import __version__
+from .bindings import Binding
 from .config import Config
+from .dispatch import Dispatcher
+from .tools import Tools
 
-__all__ = ["resolve_secret"]
+__all__ = ["ServeError", "fit_connections_to_fd_limit", "raise_fd_limit", "resolve_secret", "serve"]
 
 log = logging.getLogger("mcplite")
+
+
+class ServeError(Exception):
+    """The server cannot start as configured; ``status`` is the exit status."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def resolve_secret(config: Config) -> Config:
@@ -30,3 +48,203 @@ def resolve_secret(config: Config) -> Config:
         "promise tokens will not survive a restart"
     )
     return dataclasses.replace(config, secret=secrets.token_bytes(32))
+
+
+async def serve(tools: Tools, config: Config) -> None:
+    """Run every enabled binding until SIGINT/SIGTERM, then shut down gracefully:
+    drain every binding within ``config.grace``, close them, close the core."""
+    if config.http is None and config.grpc is None:
+        raise ServeError("both bindings are off: nothing to serve")
+    config = resolve_secret(config)
+    config = fit_connections_to_fd_limit(config, raise_fd_limit())
+    dispatcher = Dispatcher(tools, config)
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_AcceptErrorsOnce())
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    bindings: list[Binding] = []
+    try:
+        for binding, address in _bindings(dispatcher, config):
+            host, port = address
+            _guard_accept(await _listen(binding, host, port))
+            bindings.append(binding)
+    except BaseException:
+        await asyncio.gather(*(b.close() for b in bindings))
+        await dispatcher.close()
+        raise
+    log.info(
+        "mcplite %s serving %d tools on %s",
+        __version__,
+        len(dispatcher.tool_definitions()),
+        " and ".join(b.url() for b in bindings),
+    )
+    await stop.wait()
+    log.info("shutting down: finishing in-flight calls (grace %ss)", config.grace)
+    await asyncio.gather(*(b.drain(config.grace) for b in bindings))
+    await asyncio.gather(*(b.close() for b in bindings))
+    await dispatcher.close()
+    log.info("stopped")
+
+
+def _bindings(dispatcher: Dispatcher, config: Config) -> list[tuple[Binding, tuple[str, int]]]:
+    """Each enabled binding with its address (gRPC is imported only when served)."""
+    from .http import HttpServer
+
+    out: list[tuple[Binding, tuple[str, int]]] = []
+    if config.http is not None:
+        out.append((HttpServer(dispatcher, config), config.http))
+    if config.grpc is not None:
+        from .grpc.service import GrpcServer
+
+        out.append((GrpcServer(dispatcher, config), config.grpc))
+    return out
+
+
+async def _listen(binding: Binding, host: str, port: int) -> Any:
+    try:
+        return await binding.start(host, port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ServeError(
+            f"cannot listen for {binding.name} on {host}:{port}: {reason}", 1
+        ) from None
+
+
+# --- open files -------------------------------------------------------------------------
+#
+# Each connection holds a file descriptor.  Without care, a few hundred silent
+# clients use up the soft RLIMIT_NOFILE (often 1024), accept() then fails with
+# EMFILE on every listener, and asyncio logs that error in a storm.  So: raise the
+# soft limit to the hard one, keep the connection caps within it, and when the
+# limit is reached anyway (a tool holding files), pause accepting quietly.
+
+#: File descriptors kept out of the connection caps: the listeners, the event loop,
+#: logs, files that tools open, and connections accepted only to be refused.
+FD_RESERVE = 32
+#: accept() errors meaning "out of file descriptors or memory", after which asyncio
+#: stops accepting on that listener for a second.
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def raise_fd_limit() -> int | None:
+    """Raise the soft open-file limit to the hard one; return the soft limit (None:
+    unlimited, or no ``resource`` module on this platform)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # e.g. macOS refuses an unlimited soft limit
+            log.debug("could not raise the open-file limit from %s to %s", soft, hard)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _open_fds() -> int:
+    for directory in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(directory))
+        except OSError:
+            continue
+    return 16
+
+
+def fit_connections_to_fd_limit(config: Config, fd_limit: int | None) -> Config:
+    """``config`` with the connection caps of the bindings it serves lowered, in
+    proportion, so that together they fit in ``fd_limit`` with a reserve; says so once."""
+    http_cap = config.max_connections if config.http is not None else 0
+    grpc_cap = config.grpc_max_connections if config.grpc is not None else 0
+    total = http_cap + grpc_cap
+    if fd_limit is None or not total:
+        return config
+    budget = fd_limit - _open_fds() - max(FD_RESERVE, fd_limit // 8)
+    if total <= budget:
+        return config
+    if budget < (http_cap > 0) + (grpc_cap > 0):
+        raise ServeError(
+            f"the open-file limit ({fd_limit}) leaves no room for connections; "
+            "raise it (ulimit -n)",
+            1,
+        )
+    http_fit = max(1, http_cap * budget // total) if http_cap else config.max_connections
+    grpc_fit = max(1, grpc_cap * budget // total) if grpc_cap else config.grpc_max_connections
+    served = [
+        f"{n} {kind}"
+        for n, kind, on in ((http_fit, "HTTP", http_cap), (grpc_fit, "gRPC", grpc_cap))
+        if on
+    ]
+    log.warning(
+        "the open-file limit (%d) cannot hold %d connections: serving at most %s "
+        "(raise it with ulimit -n to serve more)",
+        fd_limit,
+        total,
+        " and ".join(served),
+    )
+    return dataclasses.replace(config, max_connections=http_fit, grpc_max_connections=grpc_fit)
+
+
+#: Listening sockets whose accept() just failed for lack of resources.
+_failed_accepts: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+
+class _Listener(socket.socket):
+    """A listening socket that ends asyncio's accept loop at the first EMFILE.
+
+    On such an error asyncio (3.11-3.13) pauses the listener for a second but goes
+    on calling accept() up to ``backlog`` times in the same turn, logging the error
+    and scheduling one more resume each time; the resumes then multiply into a storm
+    of log lines and wasted turns.  After one failure this raises BlockingIOError,
+    which ends that loop.
+    """
+
+    __slots__ = ()
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        if self in _failed_accepts:
+            _failed_accepts.discard(self)
+            raise BlockingIOError(errno.EAGAIN, "accepting paused")
+        try:
+            return super().accept()
+        except OSError as exc:
+            if exc.errno in _OUT_OF_RESOURCES:
+                _failed_accepts.add(self)
+            raise
+
+
+def _guard_accept(server: asyncio.AbstractServer) -> None:
+    """Make the listening sockets of ``server`` :class:`_Listener` ones."""
+    for sock in getattr(server, "_sockets", None) or ():  # asyncio.Server's own sockets
+        if type(sock) is socket.socket:
+            sock.__class__ = _Listener
+
+
+class _AcceptErrorsOnce:
+    """The loop's exception handler: an accept() that failed for lack of file
+    descriptors is one warning a minute, not a traceback each time; the rest goes
+    to asyncio's default handler."""
+
+    every = 60.0
+
+    def __init__(self) -> None:
+        self._said_at: float | None = None
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if not (
+            isinstance(exc, OSError) and exc.errno in _OUT_OF_RESOURCES and "socket" in context
+        ):
+            loop.default_exception_handler(context)
+            return
+        now = loop.time()
+        if self._said_at is None or now - self._said_at >= self.every:
+            self._said_at = now
+            log.warning(
+                "out of file descriptors (%s): not accepting new connections until some "
+                "close; raise the open-file limit (ulimit -n) or lower the connection caps",
+                exc.strerror or exc,
+            )

@@ -429,7 +429,9 @@ def test_a_call_still_running_when_the_grace_period_ends_is_cancelled_and_the_ex
 
         def call_forever() -> str:
             try:
-                return json.dumps(server.call("forever", {"marker": str(marker)}))
+                params = {"name": "forever", "arguments": {"marker": str(marker)}}
+                message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+                return json.dumps(server.post("/rpc", message))  # 503: shutting down
             except (OSError, http.client.HTTPException) as exc:
                 return f"connection ended: {type(exc).__name__}"
 

@@ -5,21 +5,24 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.protobuf import json_format, struct_pb2
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
-from grpc_support import OUR_PROTO, ROOT, protos, to_python
+from grpc_support import ROOT, protos, to_python
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcplite import protobuf as codec
+from mcplite.grpc._proto import mcplite as generated
+from mcplite.outcomes import ResponseType
 from mcplite.protobuf import (
     MAX_DEPTH,
     CodecError,
@@ -38,6 +41,7 @@ from mcplite.protobuf import (
     encode_tools_list,
     encode_value,
 )
+from mcplite.wire import RESPONSE_TYPE_CODES
 
 JSON_SCALARS = (
     st.none()
@@ -442,6 +446,28 @@ def test_a_tools_list_interoperates_with_generated_code(proto: str) -> None:
     assert decode_tools_list(parsed.SerializeToString()) == TOOLS
 
 
+@given(name=st.text(min_size=1, max_size=10), description=st.text(max_size=10), schema=JSON_OBJECTS)
+def test_a_tools_list_with_any_schema_parses_with_official_protobuf(
+    name: str, description: str, schema: dict[str, Any]
+) -> None:
+    tools = [{"name": name, "description": description, "inputSchema": schema}]
+    (tool,) = protos()["ours"].cls("ToolsList").FromString(encode_tools_list(tools)).tools
+    assert (tool.name, tool.description, to_python(tool.input_schema)) == (
+        name,
+        description,
+        schema,
+    )
+
+
+def test_a_tool_whose_schema_is_nested_to_the_limit_is_listed() -> None:
+    # betterproto's own Struct serializer overflows Python's stack at this depth.
+    schema: dict[str, Any] = {}
+    for _ in range(MAX_DEPTH - 1):
+        schema = {"a": schema}
+    data = encode_tools_list([{"name": "deep", "description": "", "inputSchema": schema}])
+    assert decode_tools_list(data) == [{"name": "deep", "description": "", "inputSchema": schema}]
+
+
 def test_an_rpc_status_parses_as_google_rpc_status_with_error_info() -> None:
     rpc = protos()["rpc"]
     info = ErrorInfo("TOOL_NOT_FOUND", "mcplite", {"suggestion": "Did you mean 'echo'?"})
@@ -456,31 +482,112 @@ def test_an_rpc_status_parses_as_google_rpc_status_with_error_info() -> None:
     assert dict(error_info.metadata) == {"suggestion": "Did you mean 'echo'?"}
 
 
-# --- the committed betterproto code ------------------------------------------------------
+# --- one source: proto/mcplite.proto, the generated code, and the codec's tags --------
+
+_WIRE_TYPES = {
+    FieldDescriptor.TYPE_BOOL: 0,
+    FieldDescriptor.TYPE_ENUM: 0,
+    FieldDescriptor.TYPE_INT32: 0,
+    FieldDescriptor.TYPE_INT64: 0,
+    FieldDescriptor.TYPE_DOUBLE: 1,
+    FieldDescriptor.TYPE_STRING: 2,
+    FieldDescriptor.TYPE_MESSAGE: 2,  # maps too: repeated entry messages
+}
+# The codec's tag constants and the field each must be, as protoc reads the protos.
+CODEC_TAGS = [
+    ("ours", "google.protobuf.Struct", "fields", "_STRUCT_FIELDS"),
+    ("ours", "google.protobuf.Struct.FieldsEntry", "key", "_ENTRY_KEY"),
+    ("ours", "google.protobuf.Struct.FieldsEntry", "value", "_ENTRY_VALUE"),
+    ("ours", "google.protobuf.ListValue", "values", "_LIST_VALUES"),
+    ("ours", "google.protobuf.Value", "null_value", "_VALUE_NULL"),
+    ("ours", "google.protobuf.Value", "number_value", "_VALUE_NUMBER"),
+    ("ours", "google.protobuf.Value", "string_value", "_VALUE_STRING"),
+    ("ours", "google.protobuf.Value", "bool_value", "_VALUE_BOOL"),
+    ("ours", "google.protobuf.Value", "struct_value", "_VALUE_STRUCT"),
+    ("ours", "google.protobuf.Value", "list_value", "_VALUE_LIST"),
+    ("ours", "mcplite.ToolRequest", "name", "_REQUEST_NAME"),
+    ("ours", "mcplite.ToolRequest", "arguments", "_REQUEST_ARGUMENTS"),
+    ("ours", "mcplite.ToolResponse", "result", "_RESPONSE_RESULT"),
+    ("ours", "mcplite.ToolResponse", "meta", "_RESPONSE_META"),
+    ("ours", "mcplite.ResponseMeta", "response_type", "_META_RESPONSE_TYPE"),
+    ("ours", "mcplite.ResponseMeta", "promise_token", "_META_PROMISE_TOKEN"),
+    ("ours", "mcplite.ResponseMeta", "timestamp", "_META_TIMESTAMP"),
+    ("ours", "mcplite.ResponseMeta", "processing_time_ms", "_META_PROCESSING_TIME_MS"),
+    ("ours", "mcplite.ResponseMeta", "server_version", "_META_SERVER_VERSION"),
+    ("ours", "mcplite.ResponseMeta", "expires_at", "_META_EXPIRES_AT"),
+    ("ours", "mcplite.ResponseMeta", "extra", "_META_EXTRA"),
+    ("ours", "mcplite.Tool", "name", "_TOOL_NAME"),
+    ("ours", "mcplite.Tool", "type", "_TOOL_TYPE"),
+    ("ours", "mcplite.Tool", "description", "_TOOL_DESCRIPTION"),
+    ("ours", "mcplite.Tool", "input_schema", "_TOOL_INPUT_SCHEMA"),
+    ("ours", "mcplite.ToolsList", "tools", "_TOOLS_LIST_TOOLS"),
+    ("rpc", "google.rpc.Status", "code", "_STATUS_CODE_B"),
+    ("rpc", "google.rpc.Status", "message", "_STATUS_MESSAGE_B"),
+    ("rpc", "google.rpc.Status", "details", "_STATUS_DETAILS_B"),
+    ("rpc", "google.rpc.ErrorInfo", "reason", "_ERROR_INFO_REASON_B"),
+    ("rpc", "google.rpc.ErrorInfo", "domain", "_ERROR_INFO_DOMAIN_B"),
+    ("rpc", "google.rpc.ErrorInfo", "metadata", "_ERROR_INFO_METADATA_B"),
+    ("rpc", "google.rpc.ErrorInfo.MetadataEntry", "key", "_METADATA_KEY_B"),
+    ("rpc", "google.rpc.ErrorInfo.MetadataEntry", "value", "_METADATA_VALUE_B"),
+]
 
 
-def test_the_committed_betterproto_code_is_what_the_proto_generates() -> None:
+@pytest.mark.parametrize(("proto", "message", "field", "constant"), CODEC_TAGS)
+def test_each_codec_tag_is_the_field_number_and_wire_type_in_the_proto(
+    proto: str, message: str, field: str, constant: str
+) -> None:
+    descriptor = protos()[proto].pool.FindMessageTypeByName(message).fields_by_name[field]
+    tag = descriptor.number << 3 | _WIRE_TYPES[descriptor.type]
+    ours = getattr(codec, constant)
+    assert ours == (codec._varint(tag) if constant.endswith("_B") else tag)
+
+
+def test_a_proto_field_the_codec_cannot_write_fails_at_import_not_on_the_wire() -> None:
+    with pytest.raises(TypeError, match=r"ToolRequest\.name is string"):
+        codec._tag(generated.ToolRequest, "name", "int32")
+    with pytest.raises(TypeError, match=r"ToolRequest\.arguments"):
+        codec._tag(generated.ToolRequest, "arguments", "message", generated.ResponseMeta)
+    with pytest.raises(LookupError, match="no field 'deadline'"):
+        codec._tag(generated.ToolRequest, "deadline", "int64")
+    with pytest.raises(TypeError, match="map<string, string>"):
+        codec._entry_tags(codec.wkt.Struct, "fields", "string", "string")
+
+
+def test_response_type_numbers_agree_across_proto_generated_code_and_wire_table() -> None:
+    ours = protos()["ours"]
+    by_name = {code.name: int(code) for code in ResponseTypeCode}
+    assert by_name == {name: ours.enum_value("ResponseType", name) for name in by_name}
+    assert {n.lower().replace("_", "-"): v for n, v in by_name.items()} == RESPONSE_TYPE_CODES
+    assert {kind.value for kind in ResponseType} == set(RESPONSE_TYPE_CODES)
+    assert ResponseTypeCode is generated.ResponseType
+
+
+def test_the_codec_imports_on_its_own_without_the_grpc_server() -> None:
+    # The client imports the codec first; the codec imports mcplite.grpc._proto.
+    code = "import sys, mcplite.protobuf; assert 'mcplite.grpc.service' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_committed_betterproto_code_is_what_the_proto_generates(tmp_path: Path) -> None:
+    # Fails, never skips: the test extra has grpcio-tools and betterproto[compiler].
     plugin = Path(sys.executable).parent / "protoc-gen-python_betterproto"
-    # The test extra installs betterproto[compiler]; without it this check is off.
     assert plugin.exists(), "install the test extra: betterproto[compiler] is missing"
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "grpc_tools.protoc",
-                f"-I{OUR_PROTO.parent}",
-                f"--plugin=protoc-gen-python_betterproto={plugin}",
-                f"--python_betterproto_out={out}",
-                str(OUR_PROTO),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        generated = (Path(out) / "mcplite" / "__init__.py").read_text()
-    committed = ROOT / "mcplite" / "grpc" / "_proto" / "mcplite" / "__init__.py"
-    assert committed.read_text() == generated, "run scripts/gen_proto.sh"
+    fresh = tmp_path / "_proto"
+    done = subprocess.run(
+        ["sh", str(ROOT / "scripts" / "gen_proto.sh")],
+        env={**os.environ, "PYTHON": sys.executable, "OUT": str(fresh)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+    def sources(root: Path) -> dict[str, str]:
+        return {path.relative_to(root).as_posix(): path.read_text() for path in root.rglob("*.py")}
+
+    committed = sources(ROOT / "mcplite" / "grpc" / "_proto")
+    assert committed == sources(fresh), "run scripts/gen_proto.sh"
+    assert "mcplite/__init__.py" in committed
 
 
 def test_betterproto_reads_our_tool_response_meta() -> None:

@@ -654,7 +654,7 @@ def test_rapid_resets_do_not_grow_the_server_process() -> None:
 
 
 def test_only_the_caps_of_the_served_bindings_are_fitted_to_the_fd_limit() -> None:
-    from mcplite.cli import CliError, fit_connections_to_fd_limit
+    from mcplite.serve import ServeError, fit_connections_to_fd_limit
 
     grpc_only = make_config(http=None, grpc=("127.0.0.1", 0))
     fitted = fit_connections_to_fd_limit(grpc_only, 256)
@@ -662,5 +662,5 @@ def test_only_the_caps_of_the_served_bindings_are_fitted_to_the_fd_limit() -> No
     assert fitted.max_connections == grpc_only.max_connections  # HTTP is off
     assert fit_connections_to_fd_limit(grpc_only, None) is grpc_only  # unlimited
     assert fit_connections_to_fd_limit(grpc_only, 1_000_000) is grpc_only  # room enough
-    with pytest.raises(CliError, match="open-file limit"):
+    with pytest.raises(ServeError, match="open-file limit"):
         fit_connections_to_fd_limit(grpc_only, 40)

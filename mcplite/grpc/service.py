@@ -72,6 +72,7 @@ import json
 import logging
 import re
 import secrets
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -154,7 +155,8 @@ class RawMessage:
 
 class ErrorDetailsCodec(StatusDetailsCodecBase):
     """grpclib status-details codec writing ``grpc-status-details-bin`` as a
-    ``google.rpc.Status`` with ``google.rpc.ErrorInfo`` details, without protobuf."""
+    ``google.rpc.Status`` with ``google.rpc.ErrorInfo`` details, by
+    :func:`~mcplite.protobuf.encode_rpc_status` (google.rpc is not in our proto)."""
 
     def encode(self, status: Status, message: str | None, details: Any) -> bytes:
         infos = [details] if isinstance(details, ErrorInfo) else list(details)
@@ -508,16 +510,26 @@ class GrpcServer:
     concurrent streams per connection.
     """
 
+    name = "gRPC"
+
     def __init__(self, dispatcher: DispatcherLike, config: Config | None = None) -> None:
         self.config = config or Config()
         self.service = MCPLiteService(
             dispatcher, max_message_size=self.config.grpc_max_message_size
         )
         self._server: LimitedServer | None = None
+        self._host = "127.0.0.1"
 
-    async def start(self, host: str, port: int) -> asyncio.Server:
-        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`); return
-        the listening server.
+    async def start(
+        self,
+        host: str | None = None,
+        port: int = 0,
+        *,
+        sock: socket.socket | None = None,
+        reuse_port: bool = False,
+    ) -> asyncio.Server:
+        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`), or on
+        an already-bound ``sock``; return the listening server.
 
         Raises OSError when the address cannot be bound.
         """
@@ -527,10 +539,18 @@ class GrpcServer:
             idle_timeout=self.config.grpc_idle_timeout,
             max_connections=self.config.grpc_max_connections,
         )
-        await self._server.start(host, port)
+        if sock is not None:
+            await self._server.start(sock=sock)
+            self._host = sock.getsockname()[0]
+        else:
+            await self._server.start(host, port, reuse_port=reuse_port or None)
+            self._host = host or "0.0.0.0"
         listening = self._server._server
         assert isinstance(listening, asyncio.Server)
         return listening
+
+    def url(self) -> str:
+        return f"grpc://{self._host}:{self.port}"
 
     @property
     def port(self) -> int:
@@ -542,12 +562,20 @@ class GrpcServer:
         return port
 
     async def shutdown(self, grace: float | None = None) -> None:
-        """Refuse new calls, let calls in flight finish within ``grace`` seconds (default
-        ``config.grace``), then close the listener and cancel what is left."""
+        """:meth:`drain` within ``grace`` seconds (default ``config.grace``), then :meth:`close`."""
+        await self.drain(self.config.grace if grace is None else grace)
+        await self.close()
+
+    async def drain(self, grace: float) -> None:
+        """Refuse new calls (UNAVAILABLE), let calls in flight finish within ``grace``
+        seconds; open streams then get UNAVAILABLE "Server is shutting down"."""
+        if self._server is not None:
+            await self.service.drain(grace)
+
+    async def close(self) -> None:
+        """Close the listener and every connection (GOAWAY); cancel what is left."""
         if self._server is None:
             return
-        grace = self.config.grace if grace is None else grace
-        await self.service.drain(grace)
         self._server.close()  # and its connections
         # grpclib waits for the cancelled handlers; a tool deaf to cancellation
         # must not hold the shutdown forever.

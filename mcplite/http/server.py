@@ -6,26 +6,36 @@ Endpoints under the base path (default ``/mcp-lite/v1``), POST only:
 - ``/calltools`` and its alias ``/rpc``: JSON-RPC 2.0 (spec 4.2.2, A.2), or an
   SSE stream when the request says ``Accept: text/event-stream`` (spec 4.3, A.4).
 
-HTTP-level errors (404, 405, 408, 413, 415, 431, 503) carry a JSON-RPC error
-object with ``id: null`` so that a JSON-RPC client can read every answer the
-same way.  The I/O boundary is :class:`HttpConnection`: bytes in, h11 events,
-one request at a time per connection (pipelined requests wait in h11's buffer
-and are answered in order).
+HTTP-level errors (400, 404, 405, 408, 413, 415, 431, 501, 503) carry a JSON-RPC
+error object with ``id: null`` so that a JSON-RPC client can read every answer
+the same way (a HEAD request gets the same headers and no body).  An error
+answered before the request was read to its end closes the connection, but
+*lingering*: see :meth:`HttpConnection._linger`.
+
+The I/O boundary is :class:`HttpConnection`: bytes in, h11 events, one request
+at a time per connection (pipelined requests wait in h11's buffer and are
+answered in order).  A connection whose client does not read what we sent
+takes no further request until it does (backpressure), so its memory stays
+bounded however many requests it pipelines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 import time
+from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 from typing import Any
 
 import h11
 
 from ..config import Config
+from ..context import RequestContext
 from ..dispatch import Dispatcher, ToolStream, start_task
-from ..envelope import Partial, Result
+from ..envelope import Result
 from ..errors import (
     InternalError,
     InvalidRequest,
@@ -34,7 +44,8 @@ from ..errors import (
     ParseError,
     ShuttingDown,
 )
-from ..jsonrpc import JsonRpc, check_request, decode, encode, tool_call_params
+from ..jsonrpc import JsonRpc, Reply, decode, encode
+from ..outcomes import Partial
 from . import sse
 
 __all__ = ["HttpServer"]
@@ -46,6 +57,18 @@ _LIST, _CALL = 1, 2
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _JSON = [(b"content-type", b"application/json")]
+# Unsent output above which a connection takes no further request (and reads
+# no more) until the client has read some: the bound of its memory.
+_HIGH_WATER = 64 * 1024
+# A lingering close reads and drops at most this much, for at most this long
+# (or the request timeout, if shorter).
+_LINGER_BYTES = 4 * 1024 * 1024
+_LINGER_SECONDS = 2.0
+# At most this many connections refused for being too many linger at once
+# (beyond: closed at once), so that a flood of them holds few sockets.
+_LINGERING_REFUSALS = 64
+# After the grace period, how long calls told to stop get before the rest is cancelled.
+_LAST_WORD = 0.5
 
 
 def _error_body(status: int, message: str) -> bytes:
@@ -75,8 +98,12 @@ class HttpServer:
         }
         self.tools_body = encode({"tools": dispatcher.tool_definitions()})
         self.connections: set[HttpConnection] = set()
+        # Connections refused with 503 (too many), lingering until their client
+        # has read it (see _LINGERING_REFUSALS).
+        self.rejected: set[HttpConnection] = set()
         self.draining = False
         self.streams_closing = asyncio.Event()
+        self.all_closed = asyncio.Event()  # set while draining, once no connection is left
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.TimerHandle | None = None
         # One server-wide timer checks every connection's deadline, instead of a
@@ -100,12 +127,31 @@ class HttpServer:
             conn.check_deadline(now)
         self.watch()
 
-    async def start(self, host: str, port: int) -> asyncio.Server:
-        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`)."""
+    name = "HTTP"
+
+    async def start(
+        self,
+        host: str | None = None,
+        port: int = 0,
+        *,
+        sock: socket.socket | None = None,
+        reuse_port: bool = False,
+    ) -> asyncio.Server:
+        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`), or on
+        an already-bound ``sock``.  Raises OSError when the address cannot be bound."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: HttpConnection(self), host, port, backlog=1024
-        )
+        if sock is not None:
+            self._server = await loop.create_server(
+                lambda: HttpConnection(self), sock=sock, backlog=1024
+            )
+        else:
+            self._server = await loop.create_server(
+                lambda: HttpConnection(self),
+                host,
+                port,
+                backlog=1024,
+                reuse_port=reuse_port or None,
+            )
         return self._server
 
     @property
@@ -114,14 +160,37 @@ class HttpServer:
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
+    def url(self) -> str:
+        assert self._server is not None
+        host = self._server.sockets[0].getsockname()[0]
+        return f"http://{host}:{self.port}{self.config.base_path}"
+
     async def shutdown(self, grace: float | None = None) -> None:
+        """:meth:`drain` within ``grace`` seconds (default ``config.grace``), then :meth:`close`."""
+        await self.drain(self.config.grace if grace is None else grace)
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection and the listener (after :meth:`drain`, nothing is left)."""
+        if self._server is not None:
+            self._server.close()
+        for conn in [*self.connections, *self.rejected]:
+            conn.abort(hard=True)
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+
+    async def drain(self, grace: float) -> None:
         """Stop accepting; let in-flight requests finish within ``grace`` seconds.
 
-        Idle keep-alive connections close at once.  Streams still open when the
-        grace period ends get a final ``event: error`` saying the server is
-        closing; anything still running after that is cancelled.
+        Idle keep-alive connections close at once.  When the grace period ends,
+        a call still running is answered ``503`` with a JSON-RPC error saying
+        the server is shutting down (``-32000``, ``Connection: close``), and a
+        stream still open gets a final ``event: error`` saying the same; what
+        is left half a second later is cancelled.  Returns within ``grace`` + 1 s.
         """
-        grace = self.config.grace if grace is None else grace
+        loop = asyncio.get_running_loop()
+        end = loop.time() + grace + 1.0
         self.draining = True
         if self._server is not None:
             self._server.close()
@@ -132,18 +201,31 @@ class HttpServer:
             _, pending = await asyncio.wait(busy, timeout=grace)
             if pending:
                 self.streams_closing.set()
-                _, pending = await asyncio.wait(pending, timeout=1.0)
+                for conn in list(self.connections):
+                    conn.cut_short()
+                _, pending = await asyncio.wait(pending, timeout=_LAST_WORD)
             for task in pending:
                 task.cancel()
             if pending:
-                await asyncio.wait(pending, timeout=1.0)
-        for conn in list(self.connections):
+                await asyncio.wait(pending, timeout=max(0.0, end - loop.time() - 0.1))
+        for conn in [*self.connections, *self.rejected]:
             conn.abort()
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
+        if self.connections or self.rejected:
+            # A close waits until the unsent output is sent; a client that reads
+            # nothing must not hold the shutdown up (nor keep its socket after
+            # it): past the budget, drop what is unsent.
+            try:
+                await asyncio.wait_for(self.all_closed.wait(), max(0.0, end - loop.time() - 0.1))
+            except TimeoutError:
+                for conn in [*self.connections, *self.rejected]:
+                    conn.abort(hard=True)
         if self._server is not None:
-            await self._server.wait_closed()
+            # From Python 3.12 on this also waits for every connection to be gone.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), max(0.05, end - loop.time()))
 
 
 class HttpConnection(asyncio.Protocol):
@@ -159,14 +241,15 @@ class HttpConnection(asyncio.Protocol):
 
     def __init__(self, server: HttpServer) -> None:
         self.server = server
-        self.config = server.config
+        self.config = config = server.config
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
+        # See _on_request for how the head limit is applied.
         self.conn = h11.Connection(
-            h11.SERVER, max_incomplete_event_size=self.config.max_header_size
+            h11.SERVER, max_incomplete_event_size=max(0, config.max_header_size - 1)
         )
         self.task: asyncio.Task[None] | None = None
-        self.closed = False
+        self.closed = False  # no more requests or output: closing, or lingering
         # The request being received.
         self._request: h11.Request | None = None
         self._headers: dict[bytes, bytes] = {}
@@ -174,6 +257,7 @@ class HttpConnection(asyncio.Protocol):
         self._chunks: list[bytes] = []
         self._size = 0
         self._rejection: tuple[int, str] | None = None  # answer this once the body is read
+        self._body = b""  # the body of the call in flight (to answer it at shutdown)
         self._t0 = 0.0
         self.status = 0
         self.tool: str | None = None
@@ -185,6 +269,8 @@ class HttpConnection(asyncio.Protocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._advancing = False
         self._streaming = False
+        self._linger_left = 0
+        self._linger_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------
 
@@ -192,34 +278,50 @@ class HttpConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         server = self.server
+        transport.set_write_buffer_limits(high=_HIGH_WATER)
         if len(server.connections) >= self.config.max_connections or server.draining:
             message = "Too many connections" if not server.draining else "Server is shutting down"
             body = _error_body(503, message)
+            retry_name, retry_value = _retry_after(self.config.retry_after)
             transport.write(
                 b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-                b"retry-after: %d\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
-                % (max(1, round(self.config.retry_after)), len(body), body)
+                b"%s: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+                % (retry_name, retry_value, len(body), body)
             )
-            transport.close()
-            self.closed = True
+            if len(server.rejected) < _LINGERING_REFUSALS:
+                server.rejected.add(self)
+                self._linger()  # the client may have sent its request already
+            else:
+                self.abort()
             return
         server.connections.add(self)
-        transport.set_write_buffer_limits(high=64 * 1024)
+        peer = transport.get_extra_info("peername")
+        self._peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
         self._expect(_IDLE, self.config.keepalive_timeout)
         server.watch()
 
+    def _context(self) -> RequestContext:
+        """The request context the core gets for the request being answered."""
+        return RequestContext("http", self._peer, _HeaderView(self._headers))
+
     def data_received(self, data: bytes) -> None:
+        if self.closed:  # lingering after an early error: read and drop
+            self._linger_left -= len(data)
+            if self._linger_left < 0:
+                self.abort()
+            return
         self.conn.receive_data(data)
         if self._deadline_kind == _IDLE:
             self._expect(_RECEIVING, self.config.request_timeout)
         if self.task is None:
             self._advance()
-        elif not self._paused_reading and self.transport is not None:
+        elif not self._paused_reading:
             # Pipelined bytes while we answer: h11 holds what it has; read no more.
-            self._paused_reading = True
-            self.transport.pause_reading()
+            self._pause_reading()
 
     def eof_received(self) -> bool | None:
+        if self.closed:
+            return False  # lingering, and the client is done too: close now
         self.conn.receive_data(b"")
         if self.task is None:
             self._advance()
@@ -230,7 +332,14 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        server = self.server
+        server.connections.discard(self)
+        server.rejected.discard(self)
+        if server.draining and not server.connections and not server.rejected:
+            server.all_closed.set()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
         if self.task is not None and not self.task.done():
             self.task.cancel()  # nobody to answer: stop the call (and its tool)
         waiter = self._drain_waiter
@@ -245,6 +354,25 @@ class HttpConnection(asyncio.Protocol):
         waiter = self._drain_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        if self.task is None and not self.closed:
+            # The client reads again: it is not idle, and its next pipelined
+            # request may be taken (from the loop, not inside the transport's
+            # write callback that calls us).
+            kind = self._deadline_kind
+            if kind == _RECEIVING:
+                self._expect(kind, self.config.request_timeout)
+            elif kind == _IDLE:
+                self._expect(kind, self.config.keepalive_timeout)
+            self.loop.call_soon(self._resume)
+
+    def _resume(self) -> None:
+        if self.task is None and not self.closed and not self._paused_writing:
+            self._advance()
+
+    def _pause_reading(self) -> None:
+        if not self._paused_reading and self.transport is not None:
+            self._paused_reading = True
+            self.transport.pause_reading()
 
     # -- deadlines ----------------------------------------------------------
 
@@ -257,8 +385,10 @@ class HttpConnection(asyncio.Protocol):
         if kind == _NO_DEADLINE or now < self._deadline or self.task is not None:
             return
         self._deadline_kind = _NO_DEADLINE
-        if kind == _IDLE:
-            self.abort()  # an idle keep-alive connection: close quietly
+        if kind == _IDLE or self._paused_writing:
+            # An idle keep-alive connection, or a client that has read nothing of
+            # what we sent for that long: close quietly.
+            self.abort()
         else:
             self.status = 408
             self._fail(408, "Request timeout: the request was not received in time")
@@ -269,10 +399,45 @@ class HttpConnection(asyncio.Protocol):
         if self.task is None and self._request is None:
             self.abort()
 
-    def abort(self) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.close()
+    def abort(self, *, hard: bool = False) -> None:
+        """Close now (``hard``: without sending what is still unsent)."""
         self.closed = True
+        if self.transport is not None:
+            if hard:
+                self.transport.abort()
+            else:
+                self.transport.close()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+
+    def _linger(self) -> None:
+        """Close after an early error response without losing the response.
+
+        A socket closed with unread input makes the kernel send a reset, which
+        can destroy the response before the client has read it (RFC 9112
+        section 9.6): a client still sending a body we refused would get
+        "connection reset" instead of our 413.  So: shut our side after the
+        response (FIN), then read and drop whatever the client still sends,
+        and close when it closes, or after ``_LINGER_BYTES`` or
+        ``_LINGER_SECONDS`` (the request timeout if shorter), whichever is first.
+        """
+        if self.closed:
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self.abort()
+            return
+        self.closed = True
+        self._deadline_kind = _NO_DEADLINE  # the linger timer below ends it
+        if transport.can_write_eof():
+            transport.write_eof()  # after what is still buffered
+        if self._paused_reading:
+            self._paused_reading = False
+            transport.resume_reading()
+        self._linger_left = _LINGER_BYTES
+        seconds = min(_LINGER_SECONDS, self.config.request_timeout)
+        self._linger_timer = self.loop.call_later(seconds, self.abort)
 
     def _advance(self) -> None:
         """Take h11 events until a request is handed to a task or h11 needs data."""
@@ -280,12 +445,27 @@ class HttpConnection(asyncio.Protocol):
             return  # a request finished synchronously inside the loop below
         self._advancing = True
         conn = self.conn
+        # h11's receive buffer (private): what a Request event took out of it is
+        # the exact size of its head as sent (see _on_request).
+        buffer = conn._receive_buffer
         try:
             while self.task is None and not self.closed:
+                if self._paused_writing:
+                    # Backpressure: the client does not read our answers.  Take
+                    # no further request and read no more until it does
+                    # (resume_writing): its memory here stays bounded.
+                    self._pause_reading()
+                    return
+                before = len(buffer)
                 try:
                     event = conn.next_event()
                 except h11.RemoteProtocolError as exc:
-                    self._fail(exc.error_status_hint, f"Bad request: {exc}")
+                    status = exc.error_status_hint
+                    if status == 431:
+                        message = self._head_too_large()
+                    else:
+                        message = f"{HTTPStatus(status).phrase}: {exc}"
+                    self._fail(status, message)
                     return
                 kind = type(event)
                 if kind is h11.Data:
@@ -296,7 +476,7 @@ class HttpConnection(asyncio.Protocol):
                         self.transport.resume_reading()
                     return
                 elif kind is h11.Request:
-                    self._on_request(event)  # type: ignore[arg-type]
+                    self._on_request(event, before - len(buffer))  # type: ignore[arg-type]
                 elif kind is h11.EndOfMessage:
                     self._on_end()
                 else:  # ConnectionClosed, or PAUSED after a response we must close on
@@ -305,7 +485,10 @@ class HttpConnection(asyncio.Protocol):
         finally:
             self._advancing = False
 
-    def _on_request(self, request: h11.Request) -> None:
+    def _head_too_large(self) -> str:
+        return f"Request header fields too large (max {self.config.max_header_size} bytes)"
+
+    def _on_request(self, request: h11.Request, head_size: int) -> None:
         self._t0 = time.perf_counter()
         self._request = request
         self._headers = headers = _headers(request.headers)
@@ -315,13 +498,22 @@ class HttpConnection(asyncio.Protocol):
         self.status, self.tool = 200, None
         path = request.target.split(b"?", 1)[0]
         route = self._route = self.server.routes.get(path, 0)
-        # h11 bounds a head that arrives in pieces; one that arrives whole is
-        # measured here, so the limit does not depend on how the bytes came.
-        head_size = len(request.target) + sum(len(n) + len(v) + 4 for n, v in request.headers)
+        # The head limit: max_header_size bounds the request head as sent, from
+        # the first byte of the request line through the blank line that ends
+        # the head.  A head that arrives whole is measured here: head_size is
+        # what h11 took out of its buffer for it.  One that arrives in pieces is
+        # also bounded by h11 while it is incomplete (max_incomplete_event_size
+        # = max_header_size - 1: an incomplete head of max_header_size bytes
+        # still lacks its last byte).  So a head of exactly max_header_size
+        # bytes passes and one more byte gets 431, however the bytes arrive.
         if head_size > self.config.max_header_size:
-            self._fail(
-                431, f"Request header fields too large (max {self.config.max_header_size} bytes)"
-            )
+            self._fail(431, self._head_too_large())
+            return
+        if b"transfer-encoding" in headers and b"content-length" in headers:
+            # Two framings: the shape of request smuggling.  RFC 9112 section
+            # 6.1: the server MUST close the connection after responding; we
+            # refuse it, as nginx does, and read none of its body as a request.
+            self._fail(400, "Bad request: both Content-Length and Transfer-Encoding")
             return
         limit = self.config.max_body_size
         length = headers.get(b"content-length")
@@ -376,10 +568,12 @@ class HttpConnection(asyncio.Protocol):
             self._task_done(task)
         else:
             self.task = task
+            self._body = body
             task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self.task = None
+        self._body = b""
         if task.cancelled():
             # The client left (FIN or reset) or the server is closing: this
             # connection has nobody to answer; close it so it cannot linger.
@@ -395,8 +589,7 @@ class HttpConnection(asyncio.Protocol):
         if not self._advancing:
             self._advance()  # pipelined requests waiting in h11's buffer
 
-    def _finish(self) -> None:
-        """The response is out: log it, then start the next cycle or close."""
+    def _log(self) -> None:
         request = self._request
         if request is not None and self.config.access_log:
             access_log.info(
@@ -407,6 +600,10 @@ class HttpConnection(asyncio.Protocol):
                 self.status,
                 (time.perf_counter() - self._t0) * 1000,
             )
+
+    def _finish(self) -> None:
+        """The response is out: log it, then start the next cycle or close."""
+        self._log()
         self._request = None
         conn = self.conn
         if (
@@ -424,13 +621,28 @@ class HttpConnection(asyncio.Protocol):
             self.abort()
 
     def _fail(self, status: int, message: str) -> None:
-        """Answer an error (when still possible) and close the connection."""
+        """Answer an error (when still possible), then close without losing it."""
         if self._request is not None or status != 408 or self.conn.our_state is h11.IDLE:
             self._send_error(status, message, close=True)
-        if self.config.access_log and self._request is not None:
+        if self._request is not None:
             self.status = status
-            self._finish()
-        self.abort()
+            self._log()
+            self._request = None
+        self._linger()
+
+    def cut_short(self) -> None:
+        """The grace period is over: answer a call still running ``503`` now, and
+        stop it.  (A stream, whose head is out, is told by ``streams_closing``.)"""
+        task = self.task
+        if task is None or task.done() or self._streaming or self.closed:
+            return
+        if self.conn.our_state is h11.SEND_RESPONSE:
+            self.status = 503
+            body = self.server.rpc.refusal(self._body, ShuttingDown())
+            self._send(503, _JSON, body)  # draining: with Connection: close
+            self._log()
+            self._request = None
+        task.cancel()
 
     # -- answering ----------------------------------------------------------
 
@@ -448,54 +660,31 @@ class HttpConnection(asyncio.Protocol):
         if b"text/event-stream" in self._headers.get(b"accept", b""):
             await self._answer_stream(body)
             return
-        reply = await self.server.rpc.handle(body)
+        self._reply(await self.server.rpc.handle(body, self._context()))
+
+    def _reply(self, reply: Reply) -> None:
+        """Send a JSON-RPC reply: 202 when there is none, 503 + Retry-After when it
+        is an overload error (the one place an error class becomes a status)."""
         self.tool = reply.tool
         if reply.body is None:
             self.status = 202
             self._send(202, [], b"")
-        elif reply.retry_after is not None:
+        elif isinstance(reply.error, Overloaded):
             self.status = 503
-            retry = b"%d" % max(1, round(reply.retry_after))
-            self._send(503, [*_JSON, (b"retry-after", retry)], reply.body)
+            self._send(503, [*_JSON, _retry_after(reply.error.retry_after)], reply.body)
         else:
             self._send(200, _JSON, reply.body)
 
     async def _answer_stream(self, body: bytes) -> None:
-        """A ``tools/call`` answered as SSE.  Errors before the tool starts are
-        a plain JSON-RPC error; anything that is not a single call is answered
-        as plain JSON-RPC."""
-        try:
-            message = decode(body)
-        except ParseError as exc:
-            self._send(200, _JSON, JsonRpc.error_bytes(None, exc))
+        """A ``tools/call`` answered as SSE.  Anything that is not a single valid
+        call with an id, and every error before the tool starts, is answered as
+        plain JSON-RPC, by the same checks and with the same errors."""
+        reply = await self.server.rpc.handle_stream(body, self._context())
+        if isinstance(reply, Reply):
+            self._reply(reply)
             return
-        if not (
-            isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message
-        ):
-            # Batches, other methods and notifications: plain JSON-RPC (202 for none).
-            reply = await self.server.rpc.handle(body)
-            self.tool = reply.tool
-            if reply.body is None:
-                self.status = 202
-                self._send(202, [], b"")
-            else:
-                self._send(200, _JSON, reply.body)
-            return
-        request_id: Any = message.get("id")
-        try:
-            request_id, _, params = check_request(message)
-            name, arguments = tool_call_params(params)
-            self.tool = name
-            stream = self.server.dispatcher.stream(name, arguments)
-        except MCPLiteError as exc:
-            rid = request_id if isinstance(request_id, str | int | float) else None
-            headers = _JSON
-            self.status = 200
-            if isinstance(exc, Overloaded):
-                self.status = 503
-                headers = [*_JSON, (b"retry-after", b"%d" % max(1, round(exc.retry_after)))]
-            self._send(self.status, headers, JsonRpc.error_bytes(rid, exc))
-            return
+        self.tool = reply.tool
+        stream = reply.stream
         self._streaming = True
         try:
             await self._pump(stream)
@@ -570,13 +759,20 @@ class HttpConnection(asyncio.Protocol):
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
 
-    def _send(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    def _send(
+        self,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        *,
+        head_only: bool = False,
+    ) -> None:
         conn = self.conn
         headers = [*headers, (b"content-length", b"%d" % len(body))]
         if self.server.draining:
             headers.append((b"connection", b"close"))
         out = conn.send(h11.Response(status_code=status, headers=headers, reason=_REASONS[status]))
-        if body:
+        if body and not head_only:
             out += conn.send(h11.Data(data=body))
         out += conn.send(h11.EndOfMessage())
         self._write(out)
@@ -589,14 +785,43 @@ class HttpConnection(asyncio.Protocol):
         if status == 405:
             headers.append((b"allow", b"POST"))
         if status == 503:
-            headers.append((b"retry-after", b"%d" % max(1, round(self.config.retry_after))))
-        if close or conn.their_state is not h11.DONE:
-            # We answer before reading the whole request: the connection cannot be reused.
+            headers.append(_retry_after(self.config.retry_after))
+        if close:
+            # We answer before reading the whole request: the connection cannot be
+            # reused.  (Otherwise the request is read to its end; an Upgrade or
+            # CONNECT request is declined by this answer, and the connection goes on.)
             headers.append((b"connection", b"close"))
+        request = self._request
+        # RFC 9110 section 9.3.2: a HEAD response has the headers a GET would get
+        # (its Content-Length too) and no body.
+        head_only = request is not None and request.method == b"HEAD"
         try:
-            self._send(status, headers, _error_body(status, message))
+            self._send(status, headers, _error_body(status, message), head_only=head_only)
         except h11.LocalProtocolError:
             self.abort()
+
+
+def _retry_after(seconds: float) -> tuple[bytes, bytes]:
+    return (b"retry-after", b"%d" % max(1, round(seconds)))
+
+
+class _HeaderView(Mapping[str, str]):
+    """A request's headers as the core sees them (lowercase ``str`` names and
+    values), decoded only when asked for: most calls never look."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[bytes, bytes]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, name: str) -> str:
+        return self._raw[name.lower().encode("latin-1")].decode("latin-1")
+
+    def __iter__(self) -> Iterator[str]:
+        return (name.decode("latin-1") for name in self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
 
 
 def _headers(raw: Any) -> dict[bytes, bytes]:
