@@ -13,37 +13,94 @@ The public surface::
 Serve it with ``python -m mcplite serve mymodule:tools``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .authorize import AllowAll, Policy
-from .config import Config
-from .context import Caller, RequestContext
-from .dispatch import Dispatcher, ToolStream
-from .envelope import Result
-from .errors import (
-    ExpiredToken,
-    InternalError,
-    InvalidParams,
-    InvalidRequest,
-    InvalidToken,
-    MCPLiteError,
-    MethodNotFound,
-    Overloaded,
-    ParseError,
-    ToolNotFound,
-    UnknownPromise,
-)
-from .outcomes import (
-    Answer,
-    Elicitation,
-    Failure,
-    MoreResources,
-    Partial,
-    Promised,
-    ResponseType,
-)
-from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
-from .schema import Field
-from .tools import ALWAYS, NEVER, Context, Tool, Tools
+
+if TYPE_CHECKING:
+    from .authorize import AllowAll, Policy
+    from .config import Config
+    from .context import Caller, RequestContext
+    from .dispatch import Dispatcher, ToolStream
+    from .envelope import Result
+    from .errors import (
+        ExpiredToken,
+        InternalError,
+        InvalidParams,
+        InvalidRequest,
+        InvalidToken,
+        MCPLiteError,
+        MethodNotFound,
+        Overloaded,
+        ParseError,
+        ToolNotFound,
+        UnknownPromise,
+    )
+    from .outcomes import (
+        Answer,
+        Elicitation,
+        Failure,
+        MoreResources,
+        Partial,
+        Promised,
+        ResponseType,
+    )
+    from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
+    from .schema import Field
+    from .tools import ALWAYS, NEVER, Context, Tool, Tools
+
+# Names load on first use (PEP 562), so that ``import mcplite.client`` does not
+# pull in the server: the package root imports nothing but the version.
+_HOMES = {
+    "AllowAll": "authorize",
+    "Policy": "authorize",
+    "Config": "config",
+    "Caller": "context",
+    "RequestContext": "context",
+    "Dispatcher": "dispatch",
+    "ToolStream": "dispatch",
+    "Result": "envelope",
+    "ExpiredToken": "errors",
+    "InternalError": "errors",
+    "InvalidParams": "errors",
+    "InvalidRequest": "errors",
+    "InvalidToken": "errors",
+    "MCPLiteError": "errors",
+    "MethodNotFound": "errors",
+    "Overloaded": "errors",
+    "ParseError": "errors",
+    "ToolNotFound": "errors",
+    "UnknownPromise": "errors",
+    "Answer": "outcomes",
+    "Elicitation": "outcomes",
+    "Failure": "outcomes",
+    "MoreResources": "outcomes",
+    "Partial": "outcomes",
+    "Promised": "outcomes",
+    "ResponseType": "outcomes",
+    "MemoryStore": "promises",
+    "PromiseRecord": "promises",
+    "PromiseStatus": "promises",
+    "PromiseStore": "promises",
+    "Field": "schema",
+    "ALWAYS": "tools",
+    "NEVER": "tools",
+    "Context": "tools",
+    "Tool": "tools",
+    "Tools": "tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'mcplite' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ALWAYS",
@@ -84,3 +141,7 @@ __all__ = [
     "UnknownPromise",
     "__version__",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

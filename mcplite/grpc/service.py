@@ -4,7 +4,7 @@ It only translates between the wire and the :class:`Dispatcher` (the one dispatc
 path of every binding); it decides nothing about tools.
 
 Messages.  ``CallTool`` and ``CallToolStream`` requests and responses are read and
-written by :mod:`.codec` (the hot path); grpclib only frames bytes: the handlers
+written by :mod:`mcplite.protobuf` (the hot path); grpclib only frames bytes: the handlers
 declare :class:`RawMessage` as their message type, which passes grpclib's default
 ``ProtoCodec`` untouched.  ``GetTools`` answers with ``ToolsList`` bytes encoded
 once per list of tool definitions.
@@ -74,6 +74,7 @@ import re
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from grpclib.config import Configuration
@@ -86,6 +87,7 @@ from multidict import MultiDict
 
 from .._version import __version__
 from ..config import Config
+from ..context import RequestContext
 from ..envelope import Result
 from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
 from ..outcomes import Partial
@@ -129,10 +131,12 @@ class DispatcherLike(Protocol):
 
     def tool_definitions(self) -> list[dict[str, Any]]: ...
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> Result: ...
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, context: RequestContext = ...
+    ) -> Result: ...
 
     def stream(
-        self, name: str, arguments: dict[str, Any] | None
+        self, name: str, arguments: dict[str, Any] | None, context: RequestContext = ...
     ) -> AsyncIterator[Partial | Result]: ...
 
 
@@ -255,7 +259,7 @@ class MCPLiteService:
     async def _call_tool(self, stream: Stream[RawMessage, RawMessage]) -> None:
         name, arguments = _decode_request(await self._recv_request(stream))
         try:
-            result = await self._dispatcher.call(name, arguments)
+            result = await self._dispatcher.call(name, arguments, _context(stream))
             response = encode_tool_response(result.body, response_meta(result))
         except MCPLiteError as err:
             await _send_error(stream, err)
@@ -269,7 +273,7 @@ class MCPLiteService:
         name, arguments = _decode_request(await self._recv_request(stream))
         parts: AsyncIterator[Partial | Result] | None = None
         try:
-            parts = self._dispatcher.stream(name, arguments)
+            parts = self._dispatcher.stream(name, arguments, _context(stream))
             async for item in parts:
                 if isinstance(item, Partial):
                     message = encode_tool_response({"partial": item.value}, None)
@@ -327,6 +331,14 @@ class MCPLiteService:
             "INTERNAL_ERROR",
             {"error_id": error_id},
         )
+
+
+def _context(stream: Stream[Any, Any]) -> RequestContext:
+    """The request context of a call: its peer and its (text) metadata."""
+    peer = stream.peer.addr()
+    metadata: Mapping[str, Any] = stream.metadata or {}
+    headers = MappingProxyType({k.lower(): v for k, v in metadata.items() if isinstance(v, str)})
+    return RequestContext("grpc", peer if isinstance(peer, tuple) else None, headers)
 
 
 def _decode_request(data: bytes) -> tuple[str, dict[str, Any]]:
