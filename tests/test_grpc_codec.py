@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import betterproto.lib.google.protobuf as wkt
 import pytest
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
@@ -550,7 +551,7 @@ def test_a_proto_field_the_codec_cannot_write_fails_at_import_not_on_the_wire() 
     with pytest.raises(LookupError, match="no field 'deadline'"):
         codec._tag(generated.ToolRequest, "deadline", "int64")
     with pytest.raises(TypeError, match="map<string, string>"):
-        codec._entry_tags(codec.wkt.Struct, "fields", "string", "string")
+        codec._entry_tags(wkt.Struct, "fields", "string", "string")
 
 
 def test_response_type_numbers_agree_across_proto_generated_code_and_wire_table() -> None:

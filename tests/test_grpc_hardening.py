@@ -39,9 +39,9 @@ from conftest import RunningServer, make_config, start_server
 from grpc_support import protos
 
 from mcplite import NEVER, Tools
-from mcplite.protobuf import encode_tool_request
 from mcplite.grpc.connections import CLOSED_STREAMS_KEPT
 from mcplite.grpc.service import _grpc_message
+from mcplite.protobuf import encode_tool_request
 
 WAIT = 10.0  # seconds: the bound of every wait in this file
 ROOT = Path(__file__).resolve().parent.parent

@@ -32,8 +32,8 @@ from mcplite import (
     __version__,
 )
 from mcplite.grpc import create_server
-from mcplite.protobuf import encode_tool_request
 from mcplite.grpc.service import ERROR_DATA_KEY, ERROR_DATA_LIMIT, GrpcServer, MCPLiteService
+from mcplite.protobuf import encode_tool_request
 
 TIMEOUT = 10.0  # seconds: the bound of every wait in this file
 MAX_MESSAGE_SIZE = 64 * 1024
@@ -450,10 +450,12 @@ def test_the_service_maps_the_three_spec_methods() -> None:
         def tool_definitions(self) -> list[dict[str, Any]]:
             return []
 
-        async def call(self, name: str, arguments: dict[str, Any] | None) -> Any:
+        async def call(
+            self, name: str, arguments: dict[str, Any] | None, context: Any = None
+        ) -> Any:
             raise AssertionError
 
-        def stream(self, name: str, arguments: dict[str, Any] | None) -> Any:
+        def stream(self, name: str, arguments: dict[str, Any] | None, context: Any = None) -> Any:
             raise AssertionError
 
     mapping = MCPLiteService(NoDispatcher()).__mapping__()

@@ -62,7 +62,7 @@ def test_importing_the_client_loads_no_server_module() -> None:
 def test_no_module_imports_the_package_root() -> None:
     offenders = []
     for path in PACKAGE.rglob("*.py"):
-        if "_proto" in path.parts or path.name == "__init__.py" and path.parent == PACKAGE:
+        if "_proto" in path.parts or (path.name == "__init__.py" and path.parent == PACKAGE):
             continue
         depth = len(path.relative_to(PACKAGE).parts)  # 1: mcplite/x.py, 2: mcplite/pkg/x.py
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -76,7 +76,6 @@ def test_no_module_imports_the_package_root() -> None:
                 }
                 if (root_relative or root_absolute) and not names <= submodules:
                     offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-            elif isinstance(node, ast.Import):
-                if any(alias.name == "mcplite" for alias in node.names):
-                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+            elif isinstance(node, ast.Import) and any(a.name == "mcplite" for a in node.names):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert offenders == []

@@ -12,7 +12,7 @@ import pytest
 from conftest import serve
 
 from mcplite import ALWAYS, NEVER, Context, Dispatcher, Field, InvalidParams, Tools
-from mcplite.envelope import ResponseType
+from mcplite.outcomes import ResponseType
 from mcplite.tools import Kind, Tool
 
 
