@@ -1,0 +1,671 @@
+"""One HTTP/1.1 connection: h11 events in, responses out.
+
+:class:`HttpConnection` is the I/O boundary: bytes in, h11 events, one request
+at a time per connection (pipelined requests wait in h11's buffer and are
+answered in order).  A connection whose client does not read what we sent
+takes no further request until it does (backpressure), so its memory stays
+bounded however many requests it pipelines.  An error answered before the
+request was read to its end closes the connection *lingering*
+(:meth:`HttpConnection._linger`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+import h11
+
+from ..context import RequestContext
+from ..dispatch import ToolStream, start_task
+from ..envelope import Result
+from ..errors import (
+    InternalError,
+    InvalidRequest,
+    MCPLiteError,
+    Overloaded,
+    ParseError,
+    ShuttingDown,
+)
+from ..jsonrpc import JsonRpc, Reply, decode, encode
+from ..outcomes import Partial
+from . import sse
+
+if TYPE_CHECKING:
+    from .server import HttpServer
+
+__all__ = ["HttpConnection"]
+
+log = logging.getLogger("mcplite")
+access_log = logging.getLogger("mcplite.access")
+
+_LIST, _CALL = 1, 2
+_NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
+_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
+_JSON = [(b"content-type", b"application/json")]
+# Unsent output above which a connection takes no further request (and reads
+# no more) until the client has read some: the bound of its memory.
+_HIGH_WATER = 64 * 1024
+# A lingering close reads and drops at most this much, for at most this long
+# (or the request timeout, if shorter).
+_LINGER_BYTES = 4 * 1024 * 1024
+_LINGER_SECONDS = 2.0
+# At most this many connections refused for being too many linger at once
+# (beyond: closed at once), so that a flood of them holds few sockets.
+_LINGERING_REFUSALS = 64
+
+
+def _error_body(status: int, message: str) -> bytes:
+    if status == 503:
+        code = Overloaded.jsonrpc_code
+    elif status >= 500:
+        code = InternalError.jsonrpc_code
+    else:
+        code = InvalidRequest.jsonrpc_code
+    error = {"code": code, "message": message, "data": {"http_status": status}}
+    return encode({"jsonrpc": "2.0", "id": None, "error": error})
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection, driven by callbacks.
+
+    ``data_received`` feeds h11 and takes events until a request is complete,
+    then hands it to a handler task; while that task runs, further bytes wait
+    in h11's buffer (reading pauses), so pipelined requests are answered in
+    order.  On Python 3.12+ the task starts eagerly: a tool that answers without
+    suspending is answered before ``data_received`` returns, as cheaply as a
+    bare h11 loop.
+    """
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.config = config = server.config
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        # See _on_request for how the head limit is applied.
+        self.conn = h11.Connection(
+            h11.SERVER, max_incomplete_event_size=max(0, config.max_header_size - 1)
+        )
+        self.task: asyncio.Task[None] | None = None
+        self.closed = False  # no more requests or output: closing, or lingering
+        # The request being received.
+        self._request: h11.Request | None = None
+        self._headers: dict[bytes, bytes] = {}
+        self._route = 0
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._rejection: tuple[int, str] | None = None  # answer this once the body is read
+        self._body = b""  # the body of the call in flight (to answer it at shutdown)
+        self._t0 = 0.0
+        self.status = 0
+        self.tool: str | None = None
+        # Deadlines, checked by the server's ticker.
+        self._deadline = 0.0
+        self._deadline_kind = _NO_DEADLINE
+        self._paused_reading = False
+        self._paused_writing = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._advancing = False
+        self._streaming = False
+        self._linger_left = 0
+        self._linger_timer: asyncio.TimerHandle | None = None
+
+    # -- asyncio.Protocol ---------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        server = self.server
+        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        if len(server.connections) >= self.config.max_connections or server.draining:
+            message = "Too many connections" if not server.draining else "Server is shutting down"
+            body = _error_body(503, message)
+            retry_name, retry_value = _retry_after(self.config.retry_after)
+            transport.write(
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                b"%s: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+                % (retry_name, retry_value, len(body), body)
+            )
+            if len(server.rejected) < _LINGERING_REFUSALS:
+                server.rejected.add(self)
+                self._linger()  # the client may have sent its request already
+            else:
+                self.abort()
+            return
+        server.connections.add(self)
+        peer = transport.get_extra_info("peername")
+        self._peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
+        self._expect(_IDLE, self.config.keepalive_timeout)
+        server.watch()
+
+    def _context(self) -> RequestContext:
+        """The request context the core gets for the request being answered."""
+        return RequestContext("http", self._peer, _HeaderView(self._headers))
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:  # lingering after an early error: read and drop
+            self._linger_left -= len(data)
+            if self._linger_left < 0:
+                self.abort()
+            return
+        self.conn.receive_data(data)
+        if self._deadline_kind == _IDLE:
+            self._expect(_RECEIVING, self.config.request_timeout)
+        if self.task is None:
+            self._advance()
+        elif not self._paused_reading:
+            # Pipelined bytes while we answer: h11 holds what it has; read no more.
+            self._pause_reading()
+
+    def eof_received(self) -> bool | None:
+        if self.closed:
+            return False  # lingering, and the client is done too: close now
+        self.conn.receive_data(b"")
+        if self.task is None:
+            self._advance()
+        elif self._streaming:
+            # A stream's reader has gone: stop the tool now, not at the next heartbeat.
+            self.task.cancel()
+        return True  # keep our half open: a half-closing client still gets its answer
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        server = self.server
+        server.connections.discard(self)
+        server.rejected.discard(self)
+        if server.draining and not server.connections and not server.rejected:
+            server.all_closed.set()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        if self.task is not None and not self.task.done():
+            self.task.cancel()  # nobody to answer: stop the call (and its tool)
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.cancel()
+
+    def pause_writing(self) -> None:
+        self._paused_writing = True
+
+    def resume_writing(self) -> None:
+        self._paused_writing = False
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if self.task is None and not self.closed:
+            # The client reads again: it is not idle, and its next pipelined
+            # request may be taken (from the loop, not inside the transport's
+            # write callback that calls us).
+            kind = self._deadline_kind
+            if kind == _RECEIVING:
+                self._expect(kind, self.config.request_timeout)
+            elif kind == _IDLE:
+                self._expect(kind, self.config.keepalive_timeout)
+            self.loop.call_soon(self._resume)
+
+    def _resume(self) -> None:
+        if self.task is None and not self.closed and not self._paused_writing:
+            self._advance()
+
+    def _pause_reading(self) -> None:
+        if not self._paused_reading and self.transport is not None:
+            self._paused_reading = True
+            self.transport.pause_reading()
+
+    # -- deadlines ----------------------------------------------------------
+
+    def _expect(self, kind: int, seconds: float) -> None:
+        self._deadline_kind = kind
+        self._deadline = self.loop.time() + seconds
+
+    def check_deadline(self, now: float) -> None:
+        kind = self._deadline_kind
+        if kind == _NO_DEADLINE or now < self._deadline or self.task is not None:
+            return
+        self._deadline_kind = _NO_DEADLINE
+        if kind == _IDLE or self._paused_writing:
+            # An idle keep-alive connection, or a client that has read nothing of
+            # what we sent for that long: close quietly.
+            self.abort()
+        else:
+            self.status = 408
+            self._fail(408, "Request timeout: the request was not received in time")
+
+    # -- receiving ----------------------------------------------------------
+
+    def close_if_idle(self) -> None:
+        if self.task is None and self._request is None:
+            self.abort()
+
+    def abort(self, *, hard: bool = False) -> None:
+        """Close now (``hard``: without sending what is still unsent)."""
+        self.closed = True
+        if self.transport is not None:
+            if hard:
+                self.transport.abort()
+            else:
+                self.transport.close()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+
+    def _linger(self) -> None:
+        """Close after an early error response without losing the response.
+
+        A socket closed with unread input makes the kernel send a reset, which
+        can destroy the response before the client has read it (RFC 9112
+        section 9.6): a client still sending a body we refused would get
+        "connection reset" instead of our 413.  So: shut our side after the
+        response (FIN), then read and drop whatever the client still sends,
+        and close when it closes, or after ``_LINGER_BYTES`` or
+        ``_LINGER_SECONDS`` (the request timeout if shorter), whichever is first.
+        """
+        if self.closed:
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self.abort()
+            return
+        self.closed = True
+        self._deadline_kind = _NO_DEADLINE  # the linger timer below ends it
+        if transport.can_write_eof():
+            transport.write_eof()  # after what is still buffered
+        if self._paused_reading:
+            self._paused_reading = False
+            transport.resume_reading()
+        self._linger_left = _LINGER_BYTES
+        seconds = min(_LINGER_SECONDS, self.config.request_timeout)
+        self._linger_timer = self.loop.call_later(seconds, self.abort)
+
+    def _advance(self) -> None:
+        """Take h11 events until a request is handed to a task or h11 needs data."""
+        if self._advancing:
+            return  # a request finished synchronously inside the loop below
+        self._advancing = True
+        conn = self.conn
+        # h11's receive buffer (private): what a Request event took out of it is
+        # the exact size of its head as sent (see _on_request).
+        buffer = conn._receive_buffer
+        try:
+            while self.task is None and not self.closed:
+                if self._paused_writing:
+                    # Backpressure: the client does not read our answers.  Take
+                    # no further request and read no more until it does
+                    # (resume_writing): its memory here stays bounded.
+                    self._pause_reading()
+                    return
+                before = len(buffer)
+                try:
+                    event = conn.next_event()
+                except h11.RemoteProtocolError as exc:
+                    status = exc.error_status_hint
+                    if status == 431:
+                        message = self._head_too_large()
+                    else:
+                        message = f"{HTTPStatus(status).phrase}: {exc}"
+                    self._fail(status, message)
+                    return
+                kind = type(event)
+                if kind is h11.Data:
+                    self._on_data(event.data)  # type: ignore[union-attr]
+                elif event is h11.NEED_DATA:
+                    if self._paused_reading and self.transport is not None:
+                        self._paused_reading = False
+                        self.transport.resume_reading()
+                    return
+                elif kind is h11.Request:
+                    self._on_request(event, before - len(buffer))  # type: ignore[arg-type]
+                elif kind is h11.EndOfMessage:
+                    self._on_end()
+                else:  # ConnectionClosed, or PAUSED after a response we must close on
+                    self.abort()
+                    return
+        finally:
+            self._advancing = False
+
+    def _head_too_large(self) -> str:
+        return f"Request header fields too large (max {self.config.max_header_size} bytes)"
+
+    def _on_request(self, request: h11.Request, head_size: int) -> None:
+        self._t0 = time.perf_counter()
+        self._request = request
+        self._headers = headers = _headers(request.headers)
+        self._chunks = []
+        self._size = 0
+        self._rejection = None
+        self.status, self.tool = 200, None
+        path = request.target.split(b"?", 1)[0]
+        route = self._route = self.server.routes.get(path, 0)
+        # The head limit: max_header_size bounds the request head as sent, from
+        # the first byte of the request line through the blank line that ends
+        # the head.  A head that arrives whole is measured here: head_size is
+        # what h11 took out of its buffer for it.  One that arrives in pieces is
+        # also bounded by h11 while it is incomplete (max_incomplete_event_size
+        # = max_header_size - 1: an incomplete head of max_header_size bytes
+        # still lacks its last byte).  So a head of exactly max_header_size
+        # bytes passes and one more byte gets 431, however the bytes arrive.
+        if head_size > self.config.max_header_size:
+            self._fail(431, self._head_too_large())
+            return
+        if b"transfer-encoding" in headers and b"content-length" in headers:
+            # Two framings: the shape of request smuggling.  RFC 9112 section
+            # 6.1: the server MUST close the connection after responding; we
+            # refuse it, as nginx does, and read none of its body as a request.
+            self._fail(400, "Bad request: both Content-Length and Transfer-Encoding")
+            return
+        limit = self.config.max_body_size
+        length = headers.get(b"content-length")
+        if length is not None and int(length) > limit:
+            self._fail(413, f"Request body too large (max {limit} bytes)")
+            return
+        if route == 0:
+            self._rejection = (404, f"Not found: {path.decode('latin-1')}")
+        elif request.method != b"POST":
+            self._rejection = (405, "Method not allowed: use POST")
+        elif length not in (None, b"0") or b"transfer-encoding" in headers:
+            ctype = headers.get(b"content-type", b"").lower()
+            if ctype.split(b";", 1)[0].strip() != b"application/json":
+                self._rejection = (
+                    415,
+                    "Unsupported media type: send Content-Type: application/json",
+                )
+            elif b"charset" in ctype and b"utf-8" not in ctype:
+                self._rejection = (415, "Unsupported charset: the body must be UTF-8")
+        if self.conn.they_are_waiting_for_100_continue:
+            if self._rejection is not None:
+                # The client holds the body back for our word: refuse now, and close.
+                status, message = self._rejection
+                self._fail(status, message)
+                return
+            self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+
+    def _on_data(self, data: bytes) -> None:
+        self._size += len(data)
+        if self._size > self.config.max_body_size:
+            self._fail(413, f"Request body too large (max {self.config.max_body_size} bytes)")
+        elif self._rejection is None:
+            self._chunks.append(data)
+
+    def _on_end(self) -> None:
+        self._deadline_kind = _NO_DEADLINE  # the request is in; the call may take its time
+        if self._rejection is not None:
+            status, message = self._rejection
+            self.status = status
+            self._send_error(status, message, close=False)
+            self._finish()
+            return
+        chunks = self._chunks
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._chunks = []
+        if self._route == _LIST:
+            self._answer_list(body)
+            self._finish()
+            return
+        task = start_task(self._answer_call(body))
+        if task.done():
+            self._task_done(task)
+        else:
+            self.task = task
+            self._body = body
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self.task = None
+        self._body = b""
+        if task.cancelled():
+            # The client left (FIN or reset) or the server is closing: this
+            # connection has nobody to answer; close it so it cannot linger.
+            self.abort()
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("HTTP request failed", exc_info=exc)
+            self.status = 500
+            self._fail(500, "Internal server error")
+            return
+        self._finish()
+        if not self._advancing:
+            self._advance()  # pipelined requests waiting in h11's buffer
+
+    def _log(self) -> None:
+        request = self._request
+        if request is not None and self.config.access_log:
+            access_log.info(
+                "%s %s %s %d %.2fms",
+                request.method.decode("latin-1"),
+                request.target.split(b"?", 1)[0].decode("latin-1"),
+                self.tool or "-",
+                self.status,
+                (time.perf_counter() - self._t0) * 1000,
+            )
+
+    def _finish(self) -> None:
+        """The response is out: log it, then start the next cycle or close."""
+        self._log()
+        self._request = None
+        conn = self.conn
+        if (
+            conn.our_state is h11.DONE
+            and conn.their_state is h11.DONE
+            and not self.server.draining
+            and not self.closed
+        ):
+            conn.start_next_cycle()
+            if conn.trailing_data[0]:
+                self._expect(_RECEIVING, self.config.request_timeout)
+            else:
+                self._expect(_IDLE, self.config.keepalive_timeout)
+        else:
+            self.abort()
+
+    def _fail(self, status: int, message: str) -> None:
+        """Answer an error (when still possible), then close without losing it."""
+        if self._request is not None or status != 408 or self.conn.our_state is h11.IDLE:
+            self._send_error(status, message, close=True)
+        if self._request is not None:
+            self.status = status
+            self._log()
+            self._request = None
+        self._linger()
+
+    def cut_short(self) -> None:
+        """The grace period is over: answer a call still running ``503`` now, and
+        stop it.  (A stream, whose head is out, is told by ``streams_closing``.)"""
+        task = self.task
+        if task is None or task.done() or self._streaming or self.closed:
+            return
+        if self.conn.our_state is h11.SEND_RESPONSE:
+            self.status = 503
+            body = self.server.rpc.refusal(self._body, ShuttingDown())
+            self._send(503, _JSON, body)  # draining: with Connection: close
+            self._log()
+            self._request = None
+        task.cancel()
+
+    # -- answering ----------------------------------------------------------
+
+    def _answer_list(self, body: bytes) -> None:
+        if body.strip():
+            try:
+                decode(body)
+            except ParseError as exc:
+                self.status = 400
+                self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
+                return
+        self._send(200, _JSON, self.server.tools_body)
+
+    async def _answer_call(self, body: bytes) -> None:
+        if b"text/event-stream" in self._headers.get(b"accept", b""):
+            await self._answer_stream(body)
+            return
+        self._reply(await self.server.rpc.handle(body, self._context()))
+
+    def _reply(self, reply: Reply) -> None:
+        """Send a JSON-RPC reply: 202 when there is none, 503 + Retry-After when it
+        is an overload error (the one place an error class becomes a status)."""
+        self.tool = reply.tool
+        if reply.body is None:
+            self.status = 202
+            self._send(202, [], b"")
+        elif isinstance(reply.error, Overloaded):
+            self.status = 503
+            self._send(503, [*_JSON, _retry_after(reply.error.retry_after)], reply.body)
+        else:
+            self._send(200, _JSON, reply.body)
+
+    async def _answer_stream(self, body: bytes) -> None:
+        """A ``tools/call`` answered as SSE.  Anything that is not a single valid
+        call with an id, and every error before the tool starts, is answered as
+        plain JSON-RPC, by the same checks and with the same errors."""
+        reply = await self.server.rpc.handle_stream(body, self._context())
+        if isinstance(reply, Reply):
+            self._reply(reply)
+            return
+        self.tool = reply.tool
+        stream = reply.stream
+        self._streaming = True
+        try:
+            await self._pump(stream)
+        finally:
+            self._streaming = False
+            await stream.aclose()
+
+    async def _pump(self, stream: ToolStream) -> None:
+        conn = self.conn
+        self._write(conn.send(h11.Response(status_code=200, headers=sse.HEADERS, reason=b"OK")))
+        heartbeat = self.config.heartbeat
+        closing_wait = self.loop.create_task(self.server.streams_closing.wait())
+        next_item: asyncio.Task[Partial | Result | None] | None = None
+        try:
+            while True:
+                next_item = self.loop.create_task(stream.next())
+                while True:
+                    done, _ = await asyncio.wait(
+                        (next_item, closing_wait),
+                        timeout=heartbeat,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    if done:
+                        break
+                    await self._write_event(sse.frame("heartbeat", "{}"))
+                if next_item not in done:
+                    await self._write_event(sse.frame_json("error", ShuttingDown().to_jsonrpc()))
+                    break
+                try:
+                    item = next_item.result()
+                except StopAsyncIteration:
+                    break
+                except MCPLiteError as exc:
+                    await self._write_event(sse.frame_json("error", exc.to_jsonrpc()))
+                    break
+                assert item is not None
+                is_part = isinstance(item, Partial)
+                try:
+                    if isinstance(item, Partial):
+                        frame = sse.frame_json("message", {"partial": item.value})
+                    else:
+                        frame = sse.frame_json("done", item.to_json())
+                except (TypeError, ValueError) as exc:
+                    error = self.server.dispatcher.internal_error(stream.tool.name, exc)
+                    error.message = (
+                        f"The tool's {'part' if is_part else 'result'} is not valid JSON: {exc}"
+                    )
+                    frame = sse.frame_json("error", error.to_jsonrpc())
+                    is_part = False
+                await self._write_event(frame)
+                if not is_part:
+                    break
+        finally:
+            closing_wait.cancel()
+            if next_item is not None and not next_item.done():
+                next_item.cancel()  # the client left or we are closing: leave no task behind
+        self._write(conn.send(h11.EndOfMessage()))
+
+    async def _write_event(self, frame: bytes) -> None:
+        self._write(self.conn.send(h11.Data(data=frame)))
+        if self._paused_writing and not self.closed:
+            # Backpressure: do not take the next part until the client reads.
+            self._drain_waiter = self.loop.create_future()
+            try:
+                await self._drain_waiter
+            finally:
+                self._drain_waiter = None
+
+    # -- writing ------------------------------------------------------------
+
+    def _write(self, data: bytes | None) -> None:
+        if data and self.transport is not None and not self.closed:
+            self.transport.write(data)
+
+    def _send(
+        self,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        *,
+        head_only: bool = False,
+    ) -> None:
+        conn = self.conn
+        headers = [*headers, (b"content-length", b"%d" % len(body))]
+        if self.server.draining:
+            headers.append((b"connection", b"close"))
+        out = conn.send(h11.Response(status_code=status, headers=headers, reason=_REASONS[status]))
+        if body and not head_only:
+            out += conn.send(h11.Data(data=body))
+        out += conn.send(h11.EndOfMessage())
+        self._write(out)
+
+    def _send_error(self, status: int, message: str, *, close: bool) -> None:
+        conn = self.conn
+        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE) or self.closed:
+            return
+        headers = [*_JSON]
+        if status == 405:
+            headers.append((b"allow", b"POST"))
+        if status == 503:
+            headers.append(_retry_after(self.config.retry_after))
+        if close:
+            # We answer before reading the whole request: the connection cannot be
+            # reused.  (Otherwise the request is read to its end; an Upgrade or
+            # CONNECT request is declined by this answer, and the connection goes on.)
+            headers.append((b"connection", b"close"))
+        request = self._request
+        # RFC 9110 section 9.3.2: a HEAD response has the headers a GET would get
+        # (its Content-Length too) and no body.
+        head_only = request is not None and request.method == b"HEAD"
+        try:
+            self._send(status, headers, _error_body(status, message), head_only=head_only)
+        except h11.LocalProtocolError:
+            self.abort()
+
+
+def _retry_after(seconds: float) -> tuple[bytes, bytes]:
+    return (b"retry-after", b"%d" % max(1, round(seconds)))
+
+
+class _HeaderView(Mapping[str, str]):
+    """A request's headers as the core sees them (lowercase ``str`` names and
+    values), decoded only when asked for: most calls never look."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[bytes, bytes]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, name: str) -> str:
+        return self._raw[name.lower().encode("latin-1")].decode("latin-1")
+
+    def __iter__(self) -> Iterator[str]:
+        return (name.decode("latin-1") for name in self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+def _headers(raw: Any) -> dict[bytes, bytes]:
+    # h11 lowercases names; a repeated header keeps its last value.
+    return {name: value for name, value in raw}
