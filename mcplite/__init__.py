@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         ToolNotFound,
         UnknownPromise,
     )
+    from .hints import Field
     from .outcomes import (
         Answer,
         Elicitation,
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
         ResponseType,
     )
     from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
-    from .schema import Field
     from .tools import ALWAYS, NEVER, Context, Tool, Tools
 
 # Names load on first use (PEP 562), so that ``import mcplite.client`` does not
@@ -71,6 +71,7 @@ _HOMES = {
     "ParseError": "errors",
     "ToolNotFound": "errors",
     "UnknownPromise": "errors",
+    "Field": "hints",
     "Answer": "outcomes",
     "Elicitation": "outcomes",
     "Failure": "outcomes",
@@ -82,7 +83,6 @@ _HOMES = {
     "PromiseRecord": "promises",
     "PromiseStatus": "promises",
     "PromiseStore": "promises",
-    "Field": "schema",
     "ALWAYS": "tools",
     "NEVER": "tools",
     "Context": "tools",

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar, overload
 
-from .context import Caller
-from .schema import Checker, FieldError, SchemaError, compile_schema, schema_for_function
+from .context import LOG_LEVELS, Caller, RequestContext
+from .hints import schema_for_function
+from .schema import Checker, FieldError, SchemaError, compile_schema
 
 __all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Progress", "Tool", "Tools"]
 
@@ -89,6 +90,30 @@ class Context:
     tool: str
     progress: Progress = field(default_factory=Progress)
     caller: Caller | None = None
+    request: RequestContext | None = None
+
+    @property
+    def input_responses(self) -> Mapping[str, Any]:
+        """Answers the client gave to this tool's input requests (MCP ``inputResponses``)."""
+        request = self.request
+        if request is None or request.input_responses is None:
+            return {}
+        return request.input_responses
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Tell the client something (MCP ``notifications/message``), when it asked
+        to hear ``level`` or lower; ``level`` is a syslog name (``"info"``, ...)."""
+        request = self.request
+        if request is None or request.notify is None or request.log_level is None:
+            return
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        if LOG_LEVELS.index(level) < LOG_LEVELS.index(request.log_level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        request.notify("notifications/message", params)
 
     def report_progress(
         self,
@@ -105,6 +130,18 @@ class Context:
             p.estimated_completion = time.time() + eta_seconds
         if p.sink is not None:
             p.sink(p)
+        request = self.request
+        if (
+            request is not None
+            and request.notify is not None
+            and request.progress_token is not None
+        ):
+            params: dict[str, Any] = {"progressToken": request.progress_token, "progress": progress}
+            if total is not None:
+                params["total"] = total
+            if message is not None:
+                params["message"] = message
+            request.notify("notifications/progress", params)
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ CORE = (
     "dispatch",
     "envelope",
     "errors",
+    "hints",
     "jsonrpc",
     "methods",
     "outcomes",

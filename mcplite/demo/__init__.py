@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any, Literal
 
+from ..hints import Field
 from ..outcomes import Elicitation, Failure, MoreResources
-from ..schema import Field
 from ..tools import Context, Tools
 
 __all__ = ["tools"]
