@@ -107,6 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bind.add_argument("--no-grpc", action="store_true", help="do not serve gRPC")
     bind.add_argument("--base-path", default=d.base_path, help="HTTP path prefix")
+    bind.add_argument(
+        "--mcp-path",
+        default=d.mcp_path,
+        help="path of the full MCP endpoint on the HTTP port (default: %(default)s)",
+    )
+    bind.add_argument("--no-mcp", action="store_true", help="do not serve the MCP endpoint")
+    bind.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST[:PORT]",
+        help="a Host/Origin the MCP endpoint accepts (repeatable; default: localhost, "
+        "127.0.0.1 and [::1] when bound to loopback, any otherwise)",
+    )
     limits = serve.add_argument_group("limits")
     limits.add_argument(
         "--max-body-size",
@@ -254,6 +267,8 @@ def _config(args: argparse.Namespace) -> Config:
         http=None if args.no_http else args.http,
         grpc=None if args.no_grpc else args.grpc,
         base_path=args.base_path,
+        mcp_path=None if args.no_mcp else args.mcp_path,
+        mcp_allowed_hosts=tuple(args.allowed_host) if args.allowed_host else None,
         max_body_size=args.max_body_size,
         max_header_size=args.max_header_size,
         request_timeout=args.request_timeout,

@@ -24,6 +24,14 @@ class Config:
     grpc: tuple[str, int] | None = ("127.0.0.1", 50051)
     base_path: str = DEFAULT_BASE_PATH
 
+    # Full MCP (streamable HTTP) on the HTTP port; None turns it off.
+    mcp_path: str | None = "/mcp"
+    # Host/Origin values the MCP endpoint accepts (DNS rebinding protection).
+    # None: when bound to loopback, only localhost, 127.0.0.1 and [::1] (any
+    # port); otherwise no check.  A tuple: exactly those hosts ("name" or
+    # "name:port"), for Host and for Origin.
+    mcp_allowed_hosts: tuple[str, ...] | None = None
+
     # HTTP limits.
     max_body_size: int = 1 * MiB  # 413
     max_header_size: int = 16 * KiB  # 431
@@ -72,6 +80,10 @@ class Config:
                 and (not value > 0 or math.isinf(value))
             ):
                 raise ValueError(f"{f.name} must be a positive number, got {value!r}")
+        if self.mcp_path is not None:
+            if not self.mcp_path.startswith("/"):
+                raise ValueError(f"mcp_path must start with '/', got {self.mcp_path!r}")
+            self.mcp_path = self.mcp_path.rstrip("/") or "/"
         if not self.base_path.startswith("/"):
             raise ValueError(f"base_path must start with '/', got {self.base_path!r}")
         self.base_path = self.base_path.rstrip("/")

@@ -177,7 +177,7 @@ class Dispatcher:
         progress: Progress | None = None
         if tool.context_param is not None:
             progress = Progress()
-            ctx = Context(tool.name, progress, caller=context.caller)
+            ctx = Context(tool.name, progress, context.caller, context)
             args = {**args, tool.context_param: ctx}
         if math.isinf(deadline):
             outcome = await self.runner.run(tool, args)
@@ -277,7 +277,8 @@ class Dispatcher:
         """
         tool, args = self._admit(name, arguments, context)
         if tool.context_param is not None:
-            args = {**args, tool.context_param: Context(tool.name, caller=context.caller)}
+            ctx = Context(tool.name, caller=context.caller, request=context)
+            args = {**args, tool.context_param: ctx}
         return ToolStream(self, tool, args)
 
     # -- system tools: redeem and cancel ------------------------------------

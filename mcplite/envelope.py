@@ -21,6 +21,7 @@ from .outcomes import (
     Answer,
     Elicitation,
     Failure,
+    InputRequired,
     MoreResources,
     Outcome,
     Promised,
@@ -114,6 +115,11 @@ def _body(outcome: Outcome) -> dict[str, Any]:
                 "requestedSchema": outcome.requested_schema,
             },
         }
+    if isinstance(outcome, InputRequired):
+        asked: dict[str, Any] = {"message": outcome.message, "inputRequests": outcome.requests}
+        if outcome.state is not None:
+            asked["requestState"] = outcome.state
+        return {"content": [_text(outcome.message)], "elicitation": asked}
     if isinstance(outcome, MoreResources):
         wanted: dict[str, Any] = {"message": outcome.message}
         if outcome.time_seconds is not None:

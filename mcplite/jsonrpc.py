@@ -29,11 +29,13 @@ from .errors import (
 )
 from .methods import Method, mcplite_methods
 
-__all__ = ["JsonRpc", "Reply", "StreamReply", "check_request", "decode", "encode"]
+__all__ = ["NO_ID", "JsonRpc", "Reply", "StreamReply", "check_request", "decode", "encode"]
 
 log = logging.getLogger("mcplite")
 
-_MISSING: Any = object()
+#: ``check_request``'s id of a notification (a request without ``id``).
+NO_ID: Any = object()
+_MISSING = NO_ID
 
 
 def _default(value: Any) -> Any:

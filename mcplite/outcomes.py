@@ -33,6 +33,7 @@ __all__ = [
     "Answer",
     "Elicitation",
     "Failure",
+    "InputRequired",
     "MoreResources",
     "Outcome",
     "Partial",
@@ -54,10 +55,16 @@ class ResponseType(StrEnum):
 
 @dataclass(slots=True)
 class Answer:
-    """An answer: ``content`` items, and optionally a structured value beside them."""
+    """An answer: ``content`` items, and optionally a structured value beside them.
+
+    ``value`` is what the tool returned when it returned plain data (a dict,
+    list, number, dataclass): MCP renders that as JSON text plus
+    ``structuredContent``, MCP-lite as ``content`` items.
+    """
 
     content: list[Any]
     structured: Any = None
+    value: Any = None
 
 
 class Failure(Exception):
@@ -85,6 +92,23 @@ class Elicitation:
 
     message: str
     requested_schema: dict[str, Any]
+
+
+@dataclass(slots=True)
+class InputRequired:
+    """The tool needs answers from the client before it can go on (MCP's
+    ``input_required`` result).
+
+    ``requests`` maps a key of the tool's choosing to a client request
+    (``{"method": "elicitation/create" | "sampling/createMessage" | "roots/list",
+    "params": {...}}``); the client calls again with the answers, which the tool
+    reads as ``ctx.input_responses[key]``.  ``state`` comes back as
+    ``ctx.request_state``, sealed by the server on the way so it cannot be forged.
+    """
+
+    requests: dict[str, dict[str, Any]]
+    state: str | None = None
+    message: str = "More input is needed"
 
 
 @dataclass(slots=True)
@@ -118,18 +142,19 @@ class Partial:
     value: Any
 
 
-Outcome: TypeAlias = Answer | Failure | Elicitation | MoreResources | Promised
+Outcome: TypeAlias = Answer | Failure | Elicitation | InputRequired | MoreResources | Promised
 
 _RESPONSE_TYPES: dict[type, ResponseType] = {
     Answer: ResponseType.ANSWER,
     Failure: ResponseType.FAILURE,
     Elicitation: ResponseType.ELICITATION,
+    InputRequired: ResponseType.ELICITATION,
     MoreResources: ResponseType.MORE_RESOURCES,
     Promised: ResponseType.PROMISE,
 }
 
 #: What a tool may return (or yield last) that is already an outcome.
-OUTCOME_TYPES = (Answer, Failure, Elicitation, MoreResources)
+OUTCOME_TYPES = (Answer, Failure, Elicitation, InputRequired, MoreResources)
 
 
 def response_type_of(outcome: Outcome) -> ResponseType:
@@ -171,7 +196,9 @@ def outcome_of(value: Any) -> Outcome:
     if kind is str:  # the common case first: one text item, no outcome checks
         return Answer([_text(value)])
     if kind is dict or kind is list:
-        return Answer(content_of(value))
-    if isinstance(value, Answer | Failure | Elicitation | MoreResources | Promised):
+        return Answer(content_of(value), value=value)
+    if isinstance(value, Answer | Failure | Elicitation | InputRequired | MoreResources | Promised):
         return value
-    return Answer(content_of(value))
+    if value is None or isinstance(value, str):
+        return Answer(content_of(value))
+    return Answer(content_of(value), value=value)

@@ -32,6 +32,7 @@ _HEAD = struct.Struct(">B16sQ")  # version, id, expires_at ms
 _MAC_SIZE = 32
 _RAW_SIZE = _HEAD.size + _MAC_SIZE  # 57
 _TOKEN_SHAPE = re.compile(r"prom_[A-Za-z0-9_-]{76}")  # 57 bytes: 76 chars, no padding
+_STATE_SHAPE = re.compile(r"st_[A-Za-z0-9_-]{11,}\.[A-Za-z0-9_-]{43}")
 
 
 class TokenSealer:
@@ -78,6 +79,41 @@ class TokenSealer:
         if expires_at <= self._clock():
             raise ExpiredToken()
         return promise_id, expires_at
+
+    def seal_state(self, data: str, ttl: float) -> str:
+        """``data`` made tamper-evident for a round trip through a client (MCP's
+        ``requestState``): ``st_`` + base64url(expiry ms | data) + ``.`` + MAC."""
+        head = struct.pack(">Q", int((self._clock() + ttl) * 1000)) + data.encode("utf-8")
+        mac = self._keys[0].mac(b"state:" + head)
+        return (
+            "st_"
+            + base64.urlsafe_b64encode(head).decode("ascii").rstrip("=")
+            + "."
+            + base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")
+        )
+
+    def open_state(self, sealed: object) -> str:
+        """The data of a :meth:`seal_state` string; raises :class:`InvalidToken` if it
+        was changed in any way, :class:`ExpiredToken` past its expiry."""
+        if not isinstance(sealed, str) or not _STATE_SHAPE.fullmatch(sealed):
+            raise InvalidToken("invalid request state")
+        body, _, mac_text = sealed[3:].partition(".")
+        try:
+            head = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            mac = base64.urlsafe_b64decode(mac_text + "=" * (-len(mac_text) % 4))
+        except ValueError:
+            raise InvalidToken("invalid request state") from None
+        if len(head) < 8 or not any(
+            hmac.compare_digest(key.mac(b"state:" + head), mac) for key in self._keys
+        ):
+            raise InvalidToken("invalid request state")
+        (expires_ms,) = struct.unpack(">Q", head[:8])
+        if expires_ms / 1000 <= self._clock():
+            raise ExpiredToken("request state expired")
+        try:
+            return head[8:].decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidToken("invalid request state") from None
 
 
 class _HmacKey:

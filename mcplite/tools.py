@@ -100,6 +100,20 @@ class Context:
             return {}
         return request.input_responses
 
+    @property
+    def request_state(self) -> str | None:
+        """The ``state`` of this tool's last :class:`~mcplite.outcomes.InputRequired`,
+        verified by the server, on the call that answers it (MCP)."""
+        return None if self.request is None else self.request.request_state
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        """What the client declared it can do (MCP; empty when unknown)."""
+        request = self.request
+        if request is None or request.client_capabilities is None:
+            return {}
+        return request.client_capabilities
+
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Tell the client something (MCP ``notifications/message``), when it asked
         to hear ``level`` or lower; ``level`` is a syslog name (``"info"``, ...)."""
@@ -155,6 +169,9 @@ class Tool:
     type: str | None = None
     context_param: str | None = None
     promise_after: float | None = None  # None: the server's default
+    #: MCP client capabilities the tool needs (e.g. ``{"sampling": {}}``): a client
+    #: that did not declare them gets -32021 before the tool runs.
+    requires: dict[str, Any] | None = None
     converters: dict[str, Converter] = field(default_factory=dict)
 
     def arguments(self, checked: dict[str, Any]) -> dict[str, Any]:
@@ -301,6 +318,7 @@ class Tools:
         description: str | None = None,
         schema: dict[str, Any] | None = None,
         promise_after: float | None = None,
+        requires: dict[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -312,14 +330,17 @@ class Tools:
         description: str | None = None,
         schema: dict[str, Any] | None = None,
         promise_after: float | None = None,
+        requires: dict[str, Any] | None = None,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (``@tools.tool``) or with options.
 
         ``name`` defaults to the function's name, ``description`` to its docstring,
         ``schema`` (a hand-written ``inputSchema``) to one generated from the type
         hints.  ``promise_after`` overrides the server's promise deadline in seconds
-        (:data:`ALWAYS`, :data:`NEVER`).  Raises ``ValueError`` for a duplicate name or
-        a malformed schema, ``TypeError`` for a signature that cannot be described.
+        (:data:`ALWAYS`, :data:`NEVER`).  ``requires`` names the MCP client capabilities
+        the tool needs (answered -32021 to a client that lacks them).  Raises
+        ``ValueError`` for a duplicate name or a malformed schema, ``TypeError`` for a
+        signature that cannot be described.
         """
 
         def register(f: F) -> F:
@@ -330,6 +351,7 @@ class Tools:
                 description=description,
                 schema=schema,
                 promise_after=promise_after,
+                requires=requires,
             )
             return f
 
@@ -344,6 +366,7 @@ class Tools:
         description: str | None = None,
         schema: dict[str, Any] | None = None,
         promise_after: float | None = None,
+        requires: dict[str, Any] | None = None,
     ) -> Tool:
         """Register ``fn`` (see :meth:`tool`) and return its :class:`Tool`."""
         tool_name = name or fn.__name__
@@ -369,6 +392,7 @@ class Tools:
             type=type,
             context_param=ctx_param,
             promise_after=promise_after,
+            requires=requires,
             converters=_converters(fn, ctx_param) if generated else {},
         )
         self._tools[tool_name] = tool

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import h11
 
@@ -32,6 +33,7 @@ from ..errors import (
     ShuttingDown,
 )
 from ..jsonrpc import JsonRpc, Reply, decode, encode
+from ..mcp.server import McpReply
 from ..outcomes import Partial
 from . import sse
 
@@ -43,7 +45,7 @@ __all__ = ["HttpConnection"]
 log = logging.getLogger("mcplite")
 access_log = logging.getLogger("mcplite.access")
 
-_LIST, _CALL = 1, 2
+_LIST, _CALL, _MCP = 1, 2, 3
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _JSON = [(b"content-type", b"application/json")]
@@ -364,6 +366,9 @@ class HttpConnection(asyncio.Protocol):
             return
         if route == 0:
             self._rejection = (404, f"Not found: {path.decode('latin-1')}")
+        elif route == _MCP and not _host_allowed(headers, self.server.allowed_hosts):
+            # DNS rebinding: a page elsewhere must not reach a server on loopback.
+            self._rejection = (403, "Forbidden: Host or Origin not allowed")
         elif request.method != b"POST":
             self._rejection = (405, "Method not allowed: use POST")
         elif length not in (None, b"0") or b"transfer-encoding" in headers:
@@ -405,7 +410,8 @@ class HttpConnection(asyncio.Protocol):
             self._answer_list(body)
             self._finish()
             return
-        task = start_task(self._answer_call(body))
+        answer = self._answer_mcp if self._route == _MCP else self._answer_call
+        task = start_task(answer(body))
         if task.done():
             self._task_done(task)
         else:
@@ -503,6 +509,74 @@ class HttpConnection(asyncio.Protocol):
             await self._answer_stream(body)
             return
         self._reply(await self.server.rpc.handle(body, self._context()))
+
+    async def _answer_mcp(self, body: bytes) -> None:
+        """The MCP endpoint: JSON, or SSE once the call says something before its
+        result (progress, log messages); see :mod:`mcplite.mcp.server`."""
+        accept = self._headers.get(b"accept", b"*/*")
+        sse_ok = b"text/event-stream" in accept
+        json_ok = b"application/json" in accept or b"*/*" in accept or b"application/*" in accept
+        if not (json_ok or sse_ok):
+            self.status = 406
+            self._send_error(406, "Not acceptable: accept application/json", close=False)
+            return
+        try:
+            message = decode(body)
+        except ParseError as exc:
+            self.status = 400
+            self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
+            return
+        mcp = self.server.mcp
+        headers = _HeaderView(self._headers)
+        context = RequestContext("mcp", self._peer, headers)
+        self.tool = _mcp_target(message)
+        if not (sse_ok and (mcp.may_notify(message) or not json_ok)):
+            self._mcp_reply(await mcp.handle(message, context, headers))
+            return
+        pending: list[dict[str, Any]] = []
+        wake = asyncio.Event()
+
+        def notify(method: str, params: dict[str, Any]) -> None:
+            pending.append({"jsonrpc": "2.0", "method": method, "params": params})
+            wake.set()
+
+        call = self.loop.create_task(mcp.handle(message, context, headers, notify))
+        try:
+            await asyncio.wait(
+                (call, self.loop.create_task(wake.wait())), return_when="FIRST_COMPLETED"
+            )
+            if call.done() and not pending and json_ok:
+                self._mcp_reply(call.result())  # it said nothing first: plain JSON
+                return
+            self._streaming = True
+            self._write(self.conn.send(h11.Response(status_code=200, headers=sse.HEADERS)))
+            while True:
+                while pending:
+                    await self._write_event(sse.frame_json("message", pending.pop(0)))
+                if call.done():
+                    break
+                wake.clear()
+                waiter = self.loop.create_task(wake.wait())
+                try:
+                    await asyncio.wait((call, waiter), return_when="FIRST_COMPLETED")
+                finally:
+                    waiter.cancel()
+            reply = call.result()
+            if reply.body is not None:
+                await self._write_event(sse.frame_json("message", reply.body))
+            self._write(self.conn.send(h11.EndOfMessage()))
+        finally:
+            self._streaming = False
+            wake.set()  # ends the first waiter if it is still there
+            if not call.done():
+                call.cancel()  # the client left: stop the tool
+
+    def _mcp_reply(self, reply: McpReply) -> None:
+        self.status = reply.status
+        if reply.body is None:
+            self._send(202, [], b"")
+        else:
+            self._send(reply.status, _JSON, encode(reply.body))
 
     def _reply(self, reply: Reply) -> None:
         """Send a JSON-RPC reply: 202 when there is none, 503 + Retry-After when it
@@ -641,6 +715,43 @@ class HttpConnection(asyncio.Protocol):
             self._send(status, headers, _error_body(status, message), head_only=head_only)
         except h11.LocalProtocolError:
             self.abort()
+
+
+def _mcp_target(message: Any) -> str | None:
+    """What an MCP request names, for the access log: the tool, or the method."""
+    if not isinstance(message, dict):
+        return None
+    params = message.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    if isinstance(name, str):
+        return name
+    method = message.get("method")
+    return method if isinstance(method, str) else None
+
+
+def _host_name(value: str) -> str:
+    """``name`` of ``name:port`` (``[v6]`` kept in brackets), lowercased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1]
+    return value.split(":", 1)[0]
+
+
+def _host_allowed(headers: Mapping[bytes, bytes], allowed: frozenset[str] | None) -> bool:
+    """Whether Host, and Origin when sent, name this server (DNS rebinding)."""
+    if allowed is None:
+        return True
+    host = headers.get(b"host", b"").decode("latin-1").strip().lower()
+    if host not in allowed and _host_name(host) not in allowed:
+        return False
+    origin = headers.get(b"origin")
+    if origin is None:
+        return True
+    parts = urlsplit(origin.decode("latin-1").strip().lower())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return name in allowed or parts.netloc in allowed
 
 
 def _retry_after(seconds: float) -> tuple[bytes, bytes]:

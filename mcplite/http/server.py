@@ -26,9 +26,14 @@ import socket
 from ..config import Config
 from ..dispatch import Dispatcher
 from ..jsonrpc import JsonRpc, encode
-from .connection import _CALL, _LIST, HttpConnection
+from ..mcp.server import McpServer
+from .connection import _CALL, _LIST, _MCP, HttpConnection
 
 __all__ = ["HttpServer"]
+
+_LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "localhost"})
+#: Who may name a loopback-bound server in Host or Origin (any port).
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 # After the grace period, how long calls told to stop get before the rest is cancelled.
 _LAST_WORD = 0.5
@@ -48,6 +53,15 @@ class HttpServer:
             base + b"/calltools": _CALL,
             base + b"/rpc": _CALL,
         }
+        self.mcp = McpServer(dispatcher)
+        if config.mcp_path is not None:
+            self.routes[config.mcp_path.encode()] = _MCP
+        #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.
+        self.allowed_hosts: frozenset[str] | None = (
+            frozenset(h.lower() for h in config.mcp_allowed_hosts)
+            if config.mcp_allowed_hosts is not None
+            else None
+        )
         self.tools_body = encode({"tools": dispatcher.tool_definitions()})
         self.connections: set[HttpConnection] = set()
         # Connections refused with 503 (too many), lingering until their client
@@ -104,6 +118,10 @@ class HttpServer:
                 backlog=1024,
                 reuse_port=reuse_port or None,
             )
+        if self.allowed_hosts is None and self.config.mcp_allowed_hosts is None:
+            bound = self._server.sockets[0].getsockname()[0]
+            if bound in _LOOPBACK_ADDRESSES or bound.startswith("127."):
+                self.allowed_hosts = _LOOPBACK_NAMES
         return self._server
 
     @property

@@ -1,0 +1,88 @@
+"""Outcomes as MCP results: content blocks, ``structuredContent``, ``isError``.
+
+The same outcome the MCP-lite envelope renders (:mod:`mcplite.envelope`)
+becomes here a ``CallToolResult``:
+
+- a tool that returned plain data (a dict, list, number, dataclass) gets one
+  text block holding its JSON and the data as ``structuredContent`` (an object:
+  anything else is wrapped as ``{"result": ...}``);
+- otherwise the content items that are MCP content blocks pass as they are, a
+  string is a text block, any other value a text block of its JSON;
+- a failure is ``isError: true`` with its message as text;
+- a request for more resources is ``isError: true`` too, saying what is needed;
+- mcplite's own ``_meta`` (``response_type``, timestamp, processing time) is kept.
+
+An elicitation and a promise are not rendered here: the MCP endpoint turns them
+into ``input_required`` results and tasks (:mod:`mcplite.mcp.server`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..content import is_block
+from ..content import text as text_block
+from ..envelope import Result
+from ..jsonrpc import encode
+from ..outcomes import Answer, Elicitation, Failure, MoreResources
+
+__all__ = ["call_result"]
+
+
+def _block(item: Any) -> dict[str, Any]:
+    if is_block(item):
+        block: dict[str, Any] = item
+        return block
+    if isinstance(item, str):
+        return text_block(item)
+    return text_block(encode(item).decode())
+
+
+def _plain(value: Any) -> Any:
+    """A dataclass as its dict (what the MCP-lite content held); anything else as is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def call_result(result: Result) -> dict[str, Any]:
+    """The ``CallToolResult`` of a finished call (no ``resultType``: the era adds it)."""
+    outcome = result.outcome
+    out: dict[str, Any]
+    if isinstance(outcome, Answer):
+        items = outcome.content
+        structured = outcome.structured
+        value = outcome.value
+        if value is not None and not any(is_block(item) for item in items):
+            # Plain data: one JSON text block, and the data itself as structuredContent.
+            out = {"content": [text_block(encode(_plain(value)).decode())]}
+            if structured is None:
+                structured = _plain(value)
+        else:
+            out = {"content": [_block(item) for item in items]}
+        if structured is not None:
+            out["structuredContent"] = (
+                structured if isinstance(structured, dict) else {"result": structured}
+            )
+        out["isError"] = False
+    elif isinstance(outcome, Failure):
+        out = {"content": [text_block(outcome.message)], "isError": True}
+    elif isinstance(outcome, MoreResources):
+        body = result.body
+        out = {
+            "content": [text_block(outcome.message)],
+            "structuredContent": {"resources": body["resources"]},
+            "isError": True,
+        }
+    elif isinstance(outcome, Elicitation):
+        # Only reached where input_required cannot be used (2025): say what is needed.
+        out = {
+            "content": [text_block(outcome.message)],
+            "structuredContent": {"elicitation": result.body["elicitation"]},
+            "isError": True,
+        }
+    else:  # a promise: never rendered as a call result
+        raise TypeError("a promise is answered as a task or waited for, not rendered")
+    out["_meta"] = {"mcplite/" + k: v for k, v in result.meta().items()}
+    return out
