@@ -76,6 +76,22 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 lambda v: v >= 6.0,
             )
         )
+    for conns in http.get("conns", []):
+        mcp = _figure(http, "mcplite:mcp2026", conns, "rps")
+        for label, other, wanted in (
+            ("the MCP-lite endpoint", "mcplite", 0.85),
+            ("MCP SDK 2026 stateless", "mcp_sdk:mcp2026", 6.0),
+            ("MCP SDK 2025 JSON mode", "mcp_sdk", 15.0),
+        ):
+            checks.append(
+                _check(
+                    f"MCP endpoint (2026) req/s vs {label} @{conns} conns",
+                    _ratio(mcp, _figure(http, other, conns, "rps")),
+                    "x",
+                    f">= {wanted:g}x",
+                    lambda v, wanted=wanted: v >= wanted,
+                )
+            )
     ours = _figure(http, "mcplite", top, "p99_us")
     theirs = _figure(http, "bare_h11", top, "p99_us")
     checks.append(

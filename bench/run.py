@@ -62,18 +62,31 @@ MCP_SDK_HEADERS = {
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": "2025-06-18",
 }
+#: What an MCP 2026-07-28 client sends: the headers and the _meta envelope.
+MCP_2026_VERSION = "2026-07-28"
+MCP_2026_META = {
+    "io.modelcontextprotocol/protocolVersion": MCP_2026_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 HTTP_SERVERS = ("bare_asyncio", "bare_h11", "mcp_sdk", "mcplite")
 GRPC_SERVERS = ("grpcio", "naive_grpclib", "mcplite")
 
 
-def jsonrpc_call(name: str, arguments: dict[str, Any]) -> bytes:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
-    }
+def jsonrpc_call(name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> bytes:
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if meta is not None:
+        params["_meta"] = meta
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     return json.dumps(message, separators=(",", ":")).encode()
+
+
+def mcp_2026_headers(name: str) -> dict[str, str]:
+    return {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MCP_2026_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+    }
 
 
 @dataclass(slots=True)
@@ -246,6 +259,9 @@ class Bench:
     def http_target(self, server: ServerProcess, tool: str = "echo") -> HttpTarget:
         assert server.http_port is not None
         port = server.http_port
+        if tool == "mcp2026":  # the MCP endpoint, 2026-07-28 stateless: headers and _meta
+            body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT}, MCP_2026_META)
+            return HttpTarget(port, "/mcp", body, mcp_2026_headers("echo"))
         if tool == "echo":
             body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT})
         else:
@@ -342,6 +358,8 @@ class Bench:
                 status[name]["grpc"] = server.grpc_port is not None
             if name in HTTP_SERVERS and server.http_port is not None:
                 workloads = [("echo", name)]
+                if name in ("mcplite", "mcp_sdk"):
+                    workloads.append(("mcp2026", f"{name}:mcp2026"))
                 if name == "mcplite" and not self.quick:
                     workloads.append(("search_documents", "mcplite:search_documents"))
                 for tool, label in workloads:

@@ -221,11 +221,13 @@ class JsonRpc:
         return await self.answer(message, context)
 
     async def handle_stream(
-        self, body: bytes, context: RequestContext = IN_PROCESS
+        self, body: bytes, context: RequestContext = IN_PROCESS, *, json_too: bool = False
     ) -> Reply | StreamReply:
         """Like :meth:`handle`, for a client that takes a stream: a single valid
         request with an id to a method that can stream is started as one; every
-        other body, and every error before the stream starts, is a plain reply."""
+        other body, and every error before the stream starts, is a plain reply.
+        ``json_too``: the client takes JSON as well, so only a request whose
+        target streams by nature (a streaming tool) is answered as a stream."""
         try:
             message = decode(body)
         except ParseError as exc:
@@ -236,7 +238,12 @@ class JsonRpc:
             except InvalidRequest:
                 return await self.answer(message, context)
             found = self.methods.get(method)
-            if found is not None and found.stream is not None and request_id is not _MISSING:
+            if (
+                found is not None
+                and found.stream is not None
+                and request_id is not _MISSING
+                and not (json_too and not (found.streams is not None and found.streams(params)))
+            ):
                 tool = _tool_name(message)
                 try:
                     stream = found.stream(params, context)

@@ -14,7 +14,8 @@ from typing import Any
 
 from .context import RequestContext
 from .dispatch import Dispatcher, ToolStream
-from .errors import InvalidParams
+from .errors import InvalidParams, ToolNotFound
+from .tools import Kind
 
 __all__ = ["Handler", "Method", "Streamer", "mcplite_methods", "tool_call_params"]
 
@@ -29,6 +30,9 @@ class Method:
     handler: Handler
     stream: Streamer | None = None
     name_param: str | None = None  # the param that names the target (logs): "name"
+    #: Whether these params name something that streams by nature (a streaming
+    #: tool): answered as a stream even to a client that also takes JSON.
+    streams: Callable[[Any], bool] | None = None
 
 
 def tool_call_params(params: Any) -> tuple[str, Any]:
@@ -55,6 +59,15 @@ def mcplite_methods(dispatcher: Dispatcher) -> Mapping[str, Method]:
         name, arguments = tool_call_params(params)
         return dispatcher.stream(name, arguments, context)
 
+    def streams(params: Any) -> bool:
+        name = params.get("name") if isinstance(params, dict) else None
+        if not isinstance(name, str):
+            return False
+        try:
+            return dispatcher.tool(name).kind is Kind.STREAM
+        except ToolNotFound:
+            return False
+
     async def list_tools(params: Any, context: RequestContext) -> Any:
         return {"tools": dispatcher.tool_definitions(context)}
 
@@ -62,7 +75,7 @@ def mcplite_methods(dispatcher: Dispatcher) -> Mapping[str, Method]:
         return {}
 
     return {
-        "tools/call": Method(call_tool, stream_tool, name_param="name"),
+        "tools/call": Method(call_tool, stream_tool, name_param="name", streams=streams),
         "tools/list": Method(list_tools),
         "ping": Method(ping),
     }

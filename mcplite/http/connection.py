@@ -505,8 +505,11 @@ class HttpConnection(asyncio.Protocol):
         self._send(200, _JSON, self.server.tools_body)
 
     async def _answer_call(self, body: bytes) -> None:
-        if b"text/event-stream" in self._headers.get(b"accept", b""):
-            await self._answer_stream(body)
+        accept = self._headers.get(b"accept", b"")
+        if b"text/event-stream" in accept:
+            # A client that takes JSON too (every MCP client) gets JSON, unless
+            # the tool streams by nature.
+            await self._answer_stream(body, json_too=b"application/json" in accept)
             return
         self._reply(await self.server.rpc.handle(body, self._context()))
 
@@ -591,11 +594,11 @@ class HttpConnection(asyncio.Protocol):
         else:
             self._send(200, _JSON, reply.body)
 
-    async def _answer_stream(self, body: bytes) -> None:
+    async def _answer_stream(self, body: bytes, *, json_too: bool = False) -> None:
         """A ``tools/call`` answered as SSE.  Anything that is not a single valid
         call with an id, and every error before the tool starts, is answered as
         plain JSON-RPC, by the same checks and with the same errors."""
-        reply = await self.server.rpc.handle_stream(body, self._context())
+        reply = await self.server.rpc.handle_stream(body, self._context(), json_too=json_too)
         if isinstance(reply, Reply):
             self._reply(reply)
             return
