@@ -45,5 +45,6 @@ def test_errors_before_a_stream_starts_are_json_whichever_is_accepted(
 ) -> None:
     message = call_message("no_such_tool", {})
     status, headers, body = demo_server.post("/rpc", message, BOTH)
+    assert status == 200
     assert headers["content-type"].startswith("application/json")
     assert json.loads(body)["error"]["code"] == -32601
