@@ -8,159 +8,36 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import PROCESS_WAIT, ROOT, call_message, serve_process, subprocess_env
 
 from mcplite.cli import build_parser
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "test-secret-0123456789abcdef"
-WAIT = 15.0  # upper bound of every wait on a subprocess, in seconds
-READY = re.compile(r"serving (\d+) tools on http://127\.0\.0\.1:(\d+)/mcp-lite/v1")
+WAIT = PROCESS_WAIT  # upper bound of every wait on a subprocess, in seconds
 QUIET = ["--http", "127.0.0.1:0", "--no-grpc", "--no-access-log"]
-
-
-def mcplite_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "mcplite", *args]
-
-
-def environment(extra_path: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MCPLITE_SECRET"}
-    if extra_path is not None:
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(extra_path), env.get("PYTHONPATH", "")) if p
-        )
-    return env
 
 
 def run_cli(*args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the CLI to completion (it is expected to exit by itself)."""
     return subprocess.run(
-        mcplite_argv(*args),
+        [sys.executable, "-m", "mcplite", *args],
         capture_output=True,
         text=True,
         timeout=WAIT,
         cwd=ROOT,
-        env=environment(extra_path),
+        env=subprocess_env(extra_path),
     )
-
-
-@dataclass
-class Server:
-    """A running ``mcplite serve`` subprocess and the lines of its stderr."""
-
-    proc: subprocess.Popen[str]
-    lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
-    seen: list[str] = field(default_factory=list)
-    port: int = 0
-    tool_count: int = 0
-
-    def next_line(self, deadline: float) -> str | None:
-        """The next stderr line, or None at EOF; fails the test at ``deadline``."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            pytest.fail(f"no stderr line in time; seen so far: {self.seen}")
-        try:
-            line = self.lines.get(timeout=remaining)
-        except queue.Empty:
-            pytest.fail(f"no stderr line in time; seen so far: {self.seen}")
-        if line is not None:
-            self.seen.append(line)
-        return line
-
-    def wait_for_line(self, pattern: re.Pattern[str] | str, timeout: float = WAIT) -> re.Match[str]:
-        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.next_line(deadline)
-            if line is None:
-                pytest.fail(f"stderr ended before {compiled.pattern!r}; seen: {self.seen}")
-            match = compiled.search(line)
-            if match:
-                return match
-
-    def rest_of_stderr(self, timeout: float = WAIT) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while self.next_line(deadline) is not None:
-            pass
-        return self.seen
-
-    def post(self, path: str, payload: Any, timeout: float = WAIT) -> tuple[int, dict[str, Any]]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            conn.request(
-                "POST",
-                "/mcp-lite/v1" + path,
-                body=json.dumps(payload).encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            response = conn.getresponse()
-            return response.status, json.loads(response.read())
-        finally:
-            conn.close()
-
-    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        status, reply = self.post(
-            "/rpc",
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {"name": name, "arguments": arguments},
-            },
-        )
-        assert status == 200, reply
-        return reply
-
-
-@contextmanager
-def running(*args: str, extra_path: Path | None = None) -> Iterator[Server]:
-    """Start ``mcplite serve ARGS``, wait until it is ready, kill it at the end."""
-    proc = subprocess.Popen(
-        mcplite_argv("serve", *args),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=environment(extra_path),
-    )
-    server = Server(proc)
-    assert proc.stderr is not None
-    stderr = proc.stderr
-
-    def pump() -> None:
-        for line in stderr:
-            server.lines.put(line.rstrip("\n"))
-        server.lines.put(None)
-
-    reader = threading.Thread(target=pump, name="mcplite-cli-stderr", daemon=True)
-    reader.start()
-    try:
-        match = server.wait_for_line(READY)
-        server.tool_count, server.port = int(match.group(1)), int(match.group(2))
-        yield server
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(WAIT)
-        reader.join(WAIT)
-        stderr.close()
 
 
 SLOW_MODULE = '''
@@ -260,76 +137,70 @@ def test_a_malformed_address_is_a_usage_error() -> None:
 
 
 def test_serve_accepts_grpc_beside_no_grpc_and_serves_http() -> None:
-    with running("mcplite.demo", "--grpc", "127.0.0.1:0", *QUIET, "--secret", SECRET) as server:
+    with serve_process(
+        "mcplite.demo", "--grpc", "127.0.0.1:0", *QUIET, "--secret", SECRET
+    ) as server:
         assert server.tool_count == 6
-        assert not any("grpc://" in line for line in server.seen)
+        assert not any("grpc://" in line for line in server.lines)
 
 
 # --- errors ----------------------------------------------------------------------------------
 
 
-def test_a_module_that_does_not_exist_is_one_error_line_and_exit_2() -> None:
-    done = run_cli("serve", "no_such_module_for_mcplite", *QUIET)
+BAD_COMMANDS = {
+    "a module that does not exist": (
+        ["no_such_module_for_mcplite", *QUIET],
+        ["no_such_module_for_mcplite"],
+    ),
+    "a missing attribute": (["mcplite.demo:no_such_tools", *QUIET], ["no_such_tools"]),
+    "a module without a tools attribute": (["json", *QUIET], ["'tools'"]),
+    "an attribute that is not a tools registry": (
+        ["mcplite.demo:STEP_SECONDS", *QUIET],
+        ["float", "Tools"],
+    ),
+    "a secret too short": (["mcplite.demo", *QUIET, "--secret", "short"], ["16 bytes"]),
+    "both bindings off": (
+        ["mcplite.demo", "--no-http", "--no-grpc", "--secret", SECRET],
+        ["nothing to serve"],
+    ),
+    "an infinite promise ttl": (
+        ["mcplite.demo", *QUIET, "--secret", SECRET, "--promise-ttl", "inf"],
+        ["promise[_-]ttl"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("args", "patterns"), BAD_COMMANDS.values(), ids=BAD_COMMANDS.keys())
+def test_a_bad_target_or_option_is_one_error_line_and_exit_2(
+    args: list[str], patterns: list[str]
+) -> None:
+    done = run_cli("serve", *args)
     assert done.returncode == 2
     line = only_error_line(done.stderr)
-    assert "no_such_module_for_mcplite" in line
+    for pattern in patterns:
+        assert re.search(pattern, line), (pattern, line)
 
 
-def test_a_missing_attribute_is_one_error_line_and_exit_2() -> None:
-    done = run_cli("serve", "mcplite.demo:no_such_tools", *QUIET)
+UNIMPORTABLE_MODULES = {
+    "a module that fails on import": (
+        "raise RuntimeError('half-written config')\n",
+        "half-written config",
+    ),
+    "a module with a syntax error": ("def broken(:\n", ""),
+}
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"), UNIMPORTABLE_MODULES.values(), ids=UNIMPORTABLE_MODULES.keys()
+)
+def test_a_module_that_cannot_be_imported_is_one_error_line_and_exit_2(
+    tmp_path: Path, source: str, expected: str
+) -> None:
+    (tmp_path / "cli_unimportable_tools.py").write_text(source)
+    done = run_cli("serve", "cli_unimportable_tools", *QUIET, extra_path=tmp_path)
     assert done.returncode == 2
     line = only_error_line(done.stderr)
-    assert "no_such_tools" in line
-
-
-def test_a_module_without_a_tools_attribute_is_one_error_line_and_exit_2() -> None:
-    done = run_cli("serve", "json", *QUIET)
-    assert done.returncode == 2
-    line = only_error_line(done.stderr)
-    assert "'tools'" in line
-
-
-def test_an_attribute_that_is_not_a_tools_registry_is_one_error_line_and_exit_2() -> None:
-    done = run_cli("serve", "mcplite.demo:STEP_SECONDS", *QUIET)
-    assert done.returncode == 2
-    line = only_error_line(done.stderr)
-    assert "float" in line and "Tools" in line
-
-
-def test_a_module_that_fails_on_import_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
-    (tmp_path / "cli_broken_tools.py").write_text("raise RuntimeError('half-written config')\n")
-    done = run_cli("serve", "cli_broken_tools", *QUIET, extra_path=tmp_path)
-    assert done.returncode == 2
-    line = only_error_line(done.stderr)
-    assert "half-written config" in line
-
-
-def test_a_module_with_a_syntax_error_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
-    (tmp_path / "cli_syntax_tools.py").write_text("def broken(:\n")
-    done = run_cli("serve", "cli_syntax_tools", *QUIET, extra_path=tmp_path)
-    assert done.returncode == 2
-    only_error_line(done.stderr)
-
-
-def test_a_secret_too_short_is_one_error_line_and_exit_2() -> None:
-    done = run_cli("serve", "mcplite.demo", *QUIET, "--secret", "short")
-    assert done.returncode == 2
-    line = only_error_line(done.stderr)
-    assert "16 bytes" in line
-
-
-def test_both_bindings_off_is_one_error_line_and_exit_2() -> None:
-    done = run_cli("serve", "mcplite.demo", "--no-http", "--no-grpc", "--secret", SECRET)
-    assert done.returncode == 2
-    line = only_error_line(done.stderr)
-    assert "nothing to serve" in line
-
-
-def test_an_infinite_promise_ttl_is_one_error_line_and_exit_2() -> None:
-    done = run_cli("serve", "mcplite.demo", *QUIET, "--secret", SECRET, "--promise-ttl", "inf")
-    assert done.returncode == 2
-    line = only_error_line(done.stderr)
-    assert "promise_ttl" in line or "promise-ttl" in line
+    assert expected in line
 
 
 def test_a_port_in_use_is_one_clear_line_and_exit_1() -> None:
@@ -357,9 +228,9 @@ def test_a_port_in_use_is_one_clear_line_and_exit_1() -> None:
 
 
 def test_serve_logs_where_it_listens_and_answers_there() -> None:
-    with running("mcplite.demo", *QUIET, "--secret", SECRET) as server:
+    with serve_process("mcplite.demo", *QUIET, "--secret", SECRET) as server:
         assert server.tool_count == 6  # four demo tools, redeem and cancel
-        assert server.port > 0
+        assert server.http_port > 0
         status, listing = server.post("/listtools", {})
         assert status == 200
         assert len(listing["tools"]) == 6
@@ -368,12 +239,14 @@ def test_serve_logs_where_it_listens_and_answers_there() -> None:
 
 
 def test_serve_without_a_secret_warns_that_promises_will_not_survive_a_restart() -> None:
-    with running("mcplite.demo", *QUIET) as server:
-        assert any("MCPLITE_SECRET" in line for line in server.seen)
+    with serve_process("mcplite.demo", *QUIET) as server:
+        assert any("MCPLITE_SECRET" in line for line in server.lines)
 
 
 def test_serve_takes_module_colon_attribute(slow_module: Path) -> None:
-    with running("cli_slow_tools:tools", *QUIET, "--secret", SECRET, extra_path=slow_module) as s:
+    with serve_process(
+        "cli_slow_tools:tools", *QUIET, "--secret", SECRET, extra_path=slow_module
+    ) as s:
         assert s.tool_count == 4
 
 
@@ -386,13 +259,13 @@ def test_a_signal_lets_the_call_in_flight_finish_then_exits_0(
 ) -> None:
     marker = tmp_path / "started.marker"
     with (
-        running(
+        serve_process(
             "cli_slow_tools", *QUIET, "--secret", SECRET, "--grace", "10", extra_path=slow_module
         ) as server,
         ThreadPoolExecutor(1) as pool,
     ):
         answer: Future[dict[str, Any]] = pool.submit(server.call, "slow", {"marker": str(marker)})
-        server.wait_for_line("slow tool started")
+        server.wait_for("slow tool started")
         assert marker.read_text() == "started"
         signalled = time.monotonic()
         server.proc.send_signal(sig)
@@ -408,7 +281,7 @@ def test_a_signal_lets_the_call_in_flight_finish_then_exits_0(
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_an_idle_server_exits_0_on_a_signal(sig: signal.Signals) -> None:
-    with running("mcplite.demo", *QUIET, "--secret", SECRET) as server:
+    with serve_process("mcplite.demo", *QUIET, "--secret", SECRET) as server:
         server.proc.send_signal(sig)
         assert server.proc.wait(WAIT) == 0
         lines = server.rest_of_stderr()
@@ -421,7 +294,7 @@ def test_a_call_still_running_when_the_grace_period_ends_is_cancelled_and_the_ex
 ) -> None:
     marker = tmp_path / "forever.marker"
     with (
-        running(
+        serve_process(
             "cli_slow_tools", *QUIET, "--secret", SECRET, "--grace", "0.5", extra_path=slow_module
         ) as server,
         ThreadPoolExecutor(1) as pool,
@@ -429,14 +302,13 @@ def test_a_call_still_running_when_the_grace_period_ends_is_cancelled_and_the_ex
 
         def call_forever() -> str:
             try:
-                params = {"name": "forever", "arguments": {"marker": str(marker)}}
-                message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+                message = call_message("forever", {"marker": str(marker)})
                 return json.dumps(server.post("/rpc", message))  # 503: shutting down
             except (OSError, http.client.HTTPException) as exc:
                 return f"connection ended: {type(exc).__name__}"
 
         answer = pool.submit(call_forever)
-        server.wait_for_line("forever tool started")
+        server.wait_for("forever tool started")
         signalled = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(WAIT) == 0
@@ -449,6 +321,6 @@ def test_a_call_still_running_when_the_grace_period_ends_is_cancelled_and_the_ex
 
 def test_a_grace_of_zero_is_accepted_and_the_server_stops_at_once() -> None:
     # The parser takes --grace as "a number >= 0"; 0 means: cancel in-flight calls at once.
-    with running("mcplite.demo", *QUIET, "--secret", SECRET, "--grace", "0") as server:
+    with serve_process("mcplite.demo", *QUIET, "--secret", SECRET, "--grace", "0") as server:
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(WAIT) == 0

@@ -13,11 +13,12 @@ import math
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import pytest
-from conftest import BASE, WAIT, RunningServer, start_server
+from conftest import BASE, WAIT, RunningServer, make_config, start_server
 
 from mcplite import Config, Failure, Field, Tools
 from mcplite.client import (
@@ -33,6 +34,10 @@ from mcplite.client import (
     ToolNotFoundError,
     TransportError,
 )
+
+# Private on purpose: the pool tests narrow ``client.transport`` to read its (public)
+# connection counts, and the parser test feeds the client's SSE parser byte by byte,
+# which no call through the public client can do.  There is no public name for either.
 from mcplite.client._http import HttpTransport, SseParser
 from mcplite.client.sync import SyncClient
 from mcplite.testing import InMemoryClient
@@ -150,30 +155,28 @@ def url_of(server: RunningServer, transport: str) -> str:
     return f"http://127.0.0.1:{server.port}{BASE}"
 
 
-def serve(transport: str, config: Config | None = None) -> Kit:
+@contextmanager
+def serving(transport: str, config: Config | None = None) -> Iterator[Kit]:
+    """The test tools served on ``transport``; stopped when the block ends."""
     state = State()
     server = start_server(make_tools(state), config, grpc=transport == "grpc")
-    return Kit(server, state, url_of(server, transport), transport)
+    try:
+        yield Kit(server, state, url_of(server, transport), transport)
+    finally:
+        server.call_soon(state.gate.set)  # let no tool hang the shutdown
+        server.stop()
 
 
 @pytest.fixture(params=TRANSPORTS)
 def kit(request: pytest.FixtureRequest) -> Iterator[Kit]:
-    kit = serve(request.param)
-    try:
+    with serving(request.param) as kit:
         yield kit
-    finally:
-        kit.server.call_soon(kit.state.gate.set)  # let no tool hang the shutdown
-        kit.server.stop()
 
 
 @pytest.fixture
 def http_kit() -> Iterator[Kit]:
-    kit = serve("http")
-    try:
+    with serving("http") as kit:
         yield kit
-    finally:
-        kit.server.call_soon(kit.state.gate.set)
-        kit.server.stop()
 
 
 def closed_port() -> int:
@@ -276,11 +279,7 @@ async def test_a_crashing_tool_raises_internal_server_error_with_an_error_id(kit
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_call_over_the_concurrency_limit_raises_overloaded(transport: str) -> None:
-    config = Config(
-        secret=b"test-secret-0123456789abcdef", access_log=False, max_concurrent_calls=1
-    )
-    kit = serve(transport, config)
-    try:
+    with serving(transport, make_config(max_concurrent_calls=1)) as kit:
         async with Client(kit.url, timeout=WAIT) as client:
             held = asyncio.create_task(client.call("hold"))
             assert await asyncio.to_thread(kit.state.started.wait, WAIT)
@@ -288,9 +287,6 @@ async def test_a_call_over_the_concurrency_limit_raises_overloaded(transport: st
                 await client.call("echo", {"text": "one too many"})
             kit.server.call_soon(kit.state.gate.set)
             assert (await asyncio.wait_for(held, WAIT)).text == "released"
-    finally:
-        kit.server.call_soon(kit.state.gate.set)
-        kit.server.stop()
     assert caught.value.code == -32000
     assert caught.value.retry_after == 1.0
 
@@ -447,11 +443,6 @@ async def test_cancel_stops_the_operation_and_redeem_then_reports_cancelled(kit:
 # --- the HTTP connection pool -------------------------------------------------------
 
 
-def server_connections(server: RunningServer) -> int:
-    count: int = server.call_soon(lambda: len(server.http.connections))
-    return count
-
-
 async def test_several_calls_reuse_one_http_connection(http_kit: Kit) -> None:
     async with Client(http_kit.url, timeout=WAIT) as client:
         assert isinstance(client.transport, HttpTransport)
@@ -460,7 +451,7 @@ async def test_several_calls_reuse_one_http_connection(http_kit: Kit) -> None:
         await client.list_tools()
         assert [i async for i in client.stream("report", {"topic": "t"})][-1]
         assert client.transport.connections_opened == 1
-        assert server_connections(http_kit.server) == 1
+        assert http_kit.server.http_connections() == 1
 
 
 async def test_the_pool_keeps_at_most_pool_size_idle_connections(http_kit: Kit) -> None:

@@ -16,24 +16,17 @@ import re
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import pytest
-from conftest import BASE, WAIT, RunningServer, start_server
+from conftest import BASE, WAIT, RunningServer, call_message, rpc_message, server_factory
+from http_support import JSON_HEADERS, RECV, assert_still_serving, call_held, echo_on
 from sse_client import RawHttp, connect, read_all, request_bytes
 
-from mcplite import Config, Elicitation, Failure, Field, MoreResources, Tools, __version__
+from mcplite import Elicitation, Failure, Field, MoreResources, Tools, __version__
 
-SECRET = b"test-secret-0123456789abcdef"
-RECV = 5.0  # bound of every recv on a raw socket
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
-JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-def config(**overrides: Any) -> Config:
-    return Config(secret=SECRET, access_log=False, **overrides)
 
 
 # --- a registry of test tools --------------------------------------------------
@@ -155,23 +148,8 @@ def probe() -> Probe:
 
 @pytest.fixture
 def server(probe: Probe) -> Iterator[RunningServer]:
-    running = start_server(make_tools(probe), config())
-    try:
-        yield running
-    finally:
-        probe.release.set()
-        running.stop()
-
-
-def message(method: str, params: Any = None, request_id: Any = 1) -> dict[str, Any]:
-    out: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        out["params"] = params
-    return out
-
-
-def call_message(name: str, arguments: Any = None, request_id: Any = 1) -> dict[str, Any]:
-    return message("tools/call", {"name": name, "arguments": arguments or {}}, request_id)
+    with server_factory(lambda: make_tools(probe), lambda _: probe.release.set()) as start:
+        yield start()
 
 
 def rpc_raw(server: RunningServer, payload: Any) -> tuple[int, dict[str, str], Any]:
@@ -190,11 +168,6 @@ def result_of(reply: dict[str, Any]) -> dict[str, Any]:
     assert "error" not in reply, reply
     result: dict[str, Any] = reply["result"]
     return result
-
-
-def assert_still_serving(server: RunningServer) -> None:
-    reply = server.call("echo", {"text": "still serving"})
-    assert result_of(reply)["content"] == [{"type": "text", "text": "still serving"}]
 
 
 # --- A.1: discovery -----------------------------------------------------------
@@ -382,7 +355,7 @@ def test_a_batch_is_answered_in_order_without_its_notifications(
     batch = [
         call_message("echo", {"text": "first"}, "a"),
         notification,
-        message("ping", request_id=2),
+        rpc_message("ping", request_id=2),
         call_message("nope", {}, 3),
         call_message("echo", {"text": "last"}, "z"),
     ]
@@ -398,7 +371,7 @@ def test_a_batch_is_answered_in_order_without_its_notifications(
 
 
 def test_a_batch_with_invalid_members_answers_each_in_its_place(server: RunningServer) -> None:
-    batch = [1, message("ping", request_id="ok"), {"jsonrpc": "1.0", "id": 5, "method": "ping"}]
+    batch = [1, rpc_message("ping", request_id="ok"), {"jsonrpc": "1.0", "id": 5, "method": "ping"}]
     _, _, replies = rpc_raw(server, batch)
     assert [(r["id"], r.get("error", {}).get("code")) for r in replies] == [
         (None, -32600),
@@ -510,7 +483,7 @@ def test_an_unknown_method_gets_32601_naming_it(server: RunningServer) -> None:
 
 @pytest.mark.parametrize("params", [[], ["echo", {}], {"arguments": {}}, {"name": 5}], ids=repr)
 def test_tools_call_without_a_tool_name_gets_32602(server: RunningServer, params: Any) -> None:
-    status, _, reply = rpc_raw(server, message("tools/call", params))
+    status, _, reply = rpc_raw(server, rpc_message("tools/call", params))
     assert status == 200
     assert error_of(reply)["code"] == -32602
 
@@ -705,15 +678,10 @@ def test_a_forged_promise_token_gets_32602_invalid_promise_token(
 def test_a_blocking_sync_tool_does_not_stall_other_requests(
     server: RunningServer, probe: Probe
 ) -> None:
-    with ThreadPoolExecutor(1) as pool:
-        try:
-            blocked = pool.submit(server.call, "blocking")
-            assert probe.entered.wait(WAIT)
-            assert_still_serving(server)
-            assert not blocked.done()
-        finally:
-            probe.release.set()
-        reply = blocked.result(WAIT)
+    with call_held(server, "blocking", probe.entered, probe.release) as blocked:
+        assert_still_serving(server)
+        assert not blocked.done()
+    reply = blocked.result(WAIT)
     assert result_of(reply)["content"] == [{"type": "text", "text": "released"}]
 
 
@@ -843,11 +811,7 @@ def test_a_get_gets_405_with_allow_post_and_the_connection_stays_usable(
         assert response.getheader("allow") == "POST"
         error = json.loads(response.read())["error"]
         assert error["data"]["http_status"] == 405
-        body = json.dumps(call_message("echo", {"text": "after 405"})).encode()
-        conn.request("POST", BASE + "/rpc", body=body, headers=JSON_HEADERS)
-        response = conn.getresponse()
-        assert response.status == 200
-        assert echoed(response.read()) == "after 405"
+        assert echo_on(conn, "after 405") == "after 405"
     finally:
         conn.close()
 
@@ -862,11 +826,7 @@ def test_an_unknown_path_gets_404_and_the_connection_stays_usable(
         response = conn.getresponse()
         assert response.status == 404
         assert json.loads(response.read())["error"]["data"]["http_status"] == 404
-        body = json.dumps(call_message("echo", {"text": "after 404"})).encode()
-        conn.request("POST", BASE + "/rpc", body=body, headers=JSON_HEADERS)
-        response = conn.getresponse()
-        assert response.status == 200
-        assert echoed(response.read()) == "after 404"
+        assert echo_on(conn, "after 404") == "after 404"
     finally:
         conn.close()
 

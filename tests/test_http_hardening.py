@@ -14,12 +14,9 @@ import asyncio
 import json
 import logging
 import math
-import os
-import queue
 import re
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -30,19 +27,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BASE, WAIT, RunningServer, start_server
-from sse_client import RawHttp, Response, connect, request_bytes
+from conftest import (
+    BASE,
+    SECRET,
+    WAIT,
+    RunningServer,
+    StartServer,
+    call_message,
+    notification,
+    serve_process,
+    server_factory,
+)
+from http_support import (
+    JSON_HEADERS,
+    RECV,
+    SSE_HEADERS,
+    assert_http_error,
+    assert_still_serving,
+    echo_on,
+    exchange,
+)
+from sse_client import RawHttp, connect, request_bytes
 
-from mcplite import Config, Tools
+from mcplite import Tools
 
-SECRET = b"test-secret-0123456789abcdef"
-RECV = 5.0  # bound of every recv on a raw socket
 ENDPOINTS = ["/listtools", "/tools", "/calltools", "/rpc"]
-JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-def config(**overrides: Any) -> Config:
-    return Config(**{"secret": SECRET, "access_log": False, **overrides})
 
 
 @dataclass
@@ -120,75 +129,25 @@ def probe() -> Probe:
 
 
 @pytest.fixture
-def serve(probe: Probe) -> Iterator[Any]:
+def serve(probe: Probe) -> Iterator[StartServer]:
     """``serve(**config)`` starts a server for the test tools; all stop at teardown."""
-    started: list[RunningServer] = []
-
-    def start(**overrides: Any) -> RunningServer:
-        server = start_server(make_tools(probe), config(**overrides))
-        started.append(server)
-        return server
-
-    try:
+    with server_factory(lambda: make_tools(probe), lambda s: s.call_soon(probe.gate.set)) as start:
         yield start
-    finally:
-        for server in started:
-            server.call_soon(probe.gate.set)
-            server.stop()
 
 
 @pytest.fixture
-def server(serve: Any) -> RunningServer:
-    running: RunningServer = serve()
-    return running
-
-
-def call(name: str, arguments: Any = None, request_id: Any = 1) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": "tools/call"}
-    if request_id is not None:
-        message["id"] = request_id
-    message["params"] = {"name": name, "arguments": arguments or {}}
-    return message
-
-
-def notification(name: str, arguments: Any = None) -> dict[str, Any]:
-    return call(name, arguments, request_id=None)
+def server(serve: StartServer) -> RunningServer:
+    return serve()
 
 
 def rpc(path: str, body: Any, headers: dict[str, str] | None = None) -> bytes:
     return request_bytes(BASE + path, body, headers=headers)
 
 
-def exchange(server: RunningServer, data: bytes) -> tuple[Response, RawHttp]:
-    """Send raw bytes on a new connection and read one response."""
-    sock = connect(server.port, RECV)
-    reader = RawHttp(sock)
-    try:
-        sock.sendall(data)
-        return reader.read_response(), reader
-    except BaseException:
-        sock.close()
-        raise
-
-
 def text_of(reply: dict[str, Any]) -> str:
     assert "error" not in reply, reply
     text: str = reply["result"]["content"][0]["text"]
     return text
-
-
-def assert_http_error(response: Response, status: int) -> dict[str, Any]:
-    assert response.status == status, response
-    assert (response.head.header("content-type") or "").startswith("application/json")
-    reply = response.json()
-    assert reply["jsonrpc"] == "2.0" and reply["id"] is None
-    error: dict[str, Any] = reply["error"]
-    assert error["data"]["http_status"] == status
-    return error
-
-
-def assert_still_serving(server: RunningServer) -> None:
-    assert text_of(server.call("echo", {"text": "still serving"})) == "still serving"
 
 
 def on_server_loop(server: RunningServer, check: Any, timeout: float = WAIT) -> Any:
@@ -227,11 +186,7 @@ def test_every_method_but_post_gets_405_with_allow_post_on_every_endpoint(
             assert response.status == 405, (path, body)
             assert response.getheader("allow") == "POST"
             assert json.loads(body)["error"]["data"]["http_status"] == 405
-        # The same connection still serves a POST.
-        conn.request(
-            "POST", BASE + "/rpc", json.dumps(call("echo", {"text": "after"})), JSON_HEADERS
-        )
-        assert text_of(json.loads(conn.getresponse().read())) == "after"
+        assert echo_on(conn, "after") == "after"  # the same connection still serves a POST
     finally:
         conn.close()
 
@@ -267,10 +222,7 @@ def test_head_gets_405_headers_and_no_body_and_the_connection_goes_on(
             assert head.getheader("content-type") == "application/json"
             assert head.getheader("content-length") == str(len(get_body))
             assert head.read() == b""
-        conn.request(
-            "POST", BASE + "/rpc", json.dumps(call("echo", {"text": "next"})), JSON_HEADERS
-        )
-        assert text_of(json.loads(conn.getresponse().read())) == "next"
+        assert echo_on(conn, "next") == "next"
     finally:
         conn.close()
 
@@ -282,7 +234,7 @@ def test_a_request_pipelined_behind_a_head_is_answered(
     server: RunningServer, path: str, status: int
 ) -> None:
     data = request_bytes(BASE + path, b"", method="HEAD") + rpc(
-        "/rpc", call("echo", {"text": "behind"})
+        "/rpc", call_message("echo", {"text": "behind"})
     )
     with connect(server.port, RECV) as sock:
         sock.sendall(data)
@@ -312,7 +264,7 @@ def test_a_refused_upgrade_or_connect_keeps_the_connection_for_the_next_request(
     server: RunningServer, first: bytes
 ) -> None:
     with connect(server.port, RECV) as sock:
-        sock.sendall(first + rpc("/rpc", call("echo", {"text": "next"})))
+        sock.sendall(first + rpc("/rpc", call_message("echo", {"text": "next"})))
         reader = RawHttp(sock)
         assert reader.read_response().status in (404, 405)
         assert text_of(reader.read_response().json()) == "next"
@@ -362,7 +314,7 @@ def test_a_request_asking_for_sse_gets_the_same_error_as_a_plain_one(
     server: RunningServer, body: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
     plain_status, plain_headers, plain = server.post("/rpc", body)
-    sse_status, sse_headers, streamed = server.post("/rpc", body, {"Accept": "text/event-stream"})
+    sse_status, sse_headers, streamed = server.post("/rpc", body, SSE_HEADERS)
     assert plain_status == 200, plain
     assert (sse_status, sse_headers["content-type"]) == (200, plain_headers["content-type"])
     assert json.loads(streamed) == json.loads(plain)
@@ -374,8 +326,8 @@ def test_a_request_asking_for_sse_gets_the_same_error_as_a_plain_one(
 
 
 def test_a_valid_call_with_a_null_id_streams_under_that_id(server: RunningServer) -> None:
-    body = json.dumps(call("echo", {"text": "streamed"}, request_id=None) | {"id": None})
-    status, headers, raw = server.post("/rpc", body.encode(), {"Accept": "text/event-stream"})
+    body = call_message("echo", {"text": "streamed"}, request_id=None)
+    status, headers, raw = server.post("/rpc", body, SSE_HEADERS)
     assert status == 200
     assert headers["content-type"].startswith("text/event-stream")
     assert b"event: done" in raw
@@ -388,7 +340,7 @@ def test_a_valid_call_with_a_null_id_streams_under_that_id(server: RunningServer
 def test_a_request_with_both_content_length_and_transfer_encoding_gets_400_and_close(
     server: RunningServer, probe: Probe, te_first: bool
 ) -> None:
-    hidden = rpc("/rpc", call("note", {"text": "smuggled"}, "hidden"))
+    hidden = rpc("/rpc", call_message("note", {"text": "smuggled"}, "hidden"))
     body = b"0\r\n\r\n" + hidden  # chunked: an empty body, then a second request
     framing = ["Transfer-Encoding: chunked\r\n", f"Content-Length: {len(body)}\r\n"]
     if not te_first:
@@ -428,7 +380,7 @@ def test_a_client_that_pipelines_without_reading_holds_a_bounded_buffer_and_lose
     server: RunningServer, probe: Probe
 ) -> None:
     count, size = 200, 64 * 1024  # 12.5 MiB of answers: more than any socket buffer holds
-    data = b"".join(rpc("/rpc", call("blob", {"size": size}, i)) for i in range(count))
+    data = b"".join(rpc("/rpc", call_message("blob", {"size": size}, i)) for i in range(count))
     with connect(server.port, WAIT, rcvbuf=4096) as sock:
         sender = threading.Thread(target=sock.sendall, args=(data,), daemon=True)
         sender.start()
@@ -458,7 +410,7 @@ def test_a_client_that_pipelines_without_reading_holds_a_bounded_buffer_and_lose
 def test_shutdown_does_not_wait_for_a_client_that_reads_nothing(
     server: RunningServer, probe: Probe
 ) -> None:
-    data = b"".join(rpc("/rpc", call("blob", {"size": 64 * 1024}, i)) for i in range(100))
+    data = b"".join(rpc("/rpc", call_message("blob", {"size": 64 * 1024}, i)) for i in range(100))
     with connect(server.port, WAIT, rcvbuf=4096) as sock:
         sock.sendall(data)
 
@@ -484,7 +436,9 @@ EARLY_BODY = 3 * 1024 * 1024
 
 
 @pytest.mark.parametrize("in_two_steps", [False, True], ids=["at once", "head then body"])
-def test_a_body_over_the_limit_gets_its_413_every_time(serve: Any, in_two_steps: bool) -> None:
+def test_a_body_over_the_limit_gets_its_413_every_time(
+    serve: StartServer, in_two_steps: bool
+) -> None:
     server = serve(max_body_size=1024)
     body = b'{"pad":"' + b"p" * EARLY_BODY + b'"}'
     for attempt in range(50):
@@ -506,7 +460,7 @@ def test_a_body_over_the_limit_gets_its_413_every_time(serve: Any, in_two_steps:
     assert_still_serving(server)
 
 
-def test_a_chunked_body_over_the_limit_gets_its_413_every_time(serve: Any) -> None:
+def test_a_chunked_body_over_the_limit_gets_its_413_every_time(serve: StartServer) -> None:
     server = serve(max_body_size=1024)
     chunk = b"p" * 65536
     count = EARLY_BODY // len(chunk)
@@ -523,11 +477,11 @@ def test_a_chunked_body_over_the_limit_gets_its_413_every_time(serve: Any) -> No
 
 
 def test_a_connection_over_the_limit_gets_its_503_though_it_sent_a_request_at_once(
-    serve: Any,
+    serve: StartServer,
 ) -> None:
     server = serve(max_connections=1, keepalive_timeout=WAIT)
     with connect(server.port, RECV) as held:
-        held.sendall(rpc("/rpc", call("echo", {"text": "held"})))
+        held.sendall(rpc("/rpc", call_message("echo", {"text": "held"})))
         assert RawHttp(held).read_response().status == 200
         big = rpc("/rpc", {"pad": "p" * EARLY_BODY})
         for attempt in range(30):
@@ -540,7 +494,7 @@ def test_a_connection_over_the_limit_gets_its_503_though_it_sent_a_request_at_on
 
 
 def test_a_refused_expect_100_continue_gets_its_415_though_the_body_comes_anyway(
-    serve: Any,
+    serve: StartServer,
 ) -> None:
     server = serve(max_body_size=2 * EARLY_BODY)
     body = b"p" * EARLY_BODY
@@ -562,7 +516,7 @@ def test_a_client_that_half_closes_after_its_request_gets_the_whole_answer(
     server: RunningServer,
 ) -> None:
     with connect(server.port, RECV) as sock:
-        sock.sendall(rpc("/rpc", call("echo", {"text": "half"})))
+        sock.sendall(rpc("/rpc", call_message("echo", {"text": "half"})))
         sock.shutdown(socket.SHUT_WR)
         reader = RawHttp(sock)
         assert text_of(reader.read_response().json()) == "half"
@@ -573,7 +527,7 @@ def test_a_client_that_half_closes_while_its_tool_is_suspended_gets_the_answer(
     server: RunningServer, probe: Probe
 ) -> None:
     with connect(server.port, RECV) as sock:
-        sock.sendall(rpc("/rpc", call("gated")))
+        sock.sendall(rpc("/rpc", call_message("gated")))
         assert probe.entered.wait(WAIT)
         sock.shutdown(socket.SHUT_WR)
 
@@ -604,7 +558,7 @@ def test_a_call_still_running_when_the_grace_period_ends_gets_503_shutting_down(
 ) -> None:
     grace = 0.3
     with connect(server.port, WAIT) as sock:
-        sock.sendall(rpc("/rpc", call("endless", request_id="late")))
+        sock.sendall(rpc("/rpc", call_message("endless", request_id="late")))
         assert probe.entered.wait(WAIT)
         elapsed = shut_down(server, grace)
         reader = RawHttp(sock)
@@ -624,8 +578,8 @@ def test_a_batch_still_running_when_the_grace_period_ends_gets_an_error_per_requ
     server: RunningServer, probe: Probe
 ) -> None:
     batch = [
-        call("endless", request_id="a"),
-        call("echo", {"text": "b"}, "b"),
+        call_message("endless", request_id="a"),
+        call_message("echo", {"text": "b"}, "b"),
         notification("endless"),
     ]
     with connect(server.port, WAIT) as sock:
@@ -643,7 +597,7 @@ def test_a_call_that_ends_within_the_grace_period_gets_its_answer(
     server: RunningServer, probe: Probe
 ) -> None:
     with connect(server.port, WAIT) as sock, ThreadPoolExecutor(1) as pool:
-        sock.sendall(rpc("/rpc", call("gated")))
+        sock.sendall(rpc("/rpc", call_message("gated")))
         assert probe.entered.wait(WAIT)
         stopping = pool.submit(shut_down, server, WAIT)
         on_server_loop(server, lambda: server.http.draining)  # the grace period has begun
@@ -676,57 +630,22 @@ def test_serve_answers_a_call_cut_short_by_sigterm_with_503_and_exits_in_time(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "hardening_forever.py").write_text(FOREVER_MODULE)
-    env = {k: v for k, v in os.environ.items() if k != "MCPLITE_SECRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     grace = 1.0
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "mcplite", "serve", "hardening_forever"),
-            *("--http", "127.0.0.1:0", "--no-grpc", "--no-access-log"),
+    with (
+        serve_process(
+            *("hardening_forever", "--http", "127.0.0.1:0", "--no-grpc", "--no-access-log"),
             *("--secret", SECRET.decode(), "--grace", str(grace)),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    lines: queue.Queue[str | None] = queue.Queue()
-    assert proc.stderr is not None
-    stderr = proc.stderr
-
-    def pump() -> None:
-        for line in stderr:
-            lines.put(line)
-        lines.put(None)
-
-    pumping = threading.Thread(target=pump, daemon=True)
-    pumping.start()
-
-    def wait_for(pattern: str) -> re.Match[str]:
-        deadline = time.monotonic() + WAIT
-        while True:
-            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            assert line is not None, f"stderr ended before {pattern!r}"
-            if match := re.search(pattern, line):
-                return match
-
-    try:
-        port = int(wait_for(r"serving \d+ tools on http://127\.0\.0\.1:(\d+)/").group(1))
-        with connect(port, WAIT) as sock:
-            sock.sendall(rpc("/rpc", call("forever", request_id=9)))
-            wait_for("forever tool started")
-            signalled = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            response = RawHttp(sock).read_response()
-            assert proc.wait(WAIT) == 0
-            took = time.monotonic() - signalled
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(WAIT)
-        pumping.join(WAIT)
-        stderr.close()
+            extra_path=tmp_path,
+        ) as server,
+        connect(server.http_port, WAIT) as sock,
+    ):
+        sock.sendall(rpc("/rpc", call_message("forever", request_id=9)))
+        server.wait_for("forever tool started", WAIT)
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        response = RawHttp(sock).read_response()
+        assert server.proc.wait(WAIT) == 0
+        took = time.monotonic() - signalled
     assert response.status == 503
     assert response.json()["error"] == {"code": -32000, "message": "Server is shutting down"}
     assert response.json()["id"] == 9
@@ -738,10 +657,10 @@ def test_serve_answers_a_call_cut_short_by_sigterm_with_503_and_exits_in_time(
 
 def test_a_batch_member_whose_result_is_not_json_is_the_only_error(server: RunningServer) -> None:
     batch = [
-        call("echo", {"text": "one"}, 1),
-        call("not_a_number", request_id=2),
-        call("echo", {"text": "three"}, 3),
-        call("raw_bytes", request_id=4),
+        call_message("echo", {"text": "one"}, 1),
+        call_message("not_a_number", request_id=2),
+        call_message("echo", {"text": "three"}, 3),
+        call_message("raw_bytes", request_id=4),
         notification("not_a_number"),
     ]
     status, _, body = server.post("/rpc", batch)
@@ -773,7 +692,7 @@ def test_a_failing_notification_gets_no_answer_alone_or_in_a_batch(
 ) -> None:
     assert server.post("/rpc", message)[:3:2] == (202, b"")
     assert server.post("/rpc", [message, message])[:3:2] == (202, b"")
-    status, _, body = server.post("/rpc", [message, call("echo", {"text": "x"}, "c")])
+    status, _, body = server.post("/rpc", [message, call_message("echo", {"text": "x"}, "c")])
     assert status == 200
     (reply,) = json.loads(body)
     assert reply["id"] == "c" and text_of(reply) == "x"
@@ -816,11 +735,11 @@ def access_lines() -> Iterator[AccessLines]:
 
 
 def test_the_access_log_names_method_path_tool_status_and_duration(
-    serve: Any, access_lines: AccessLines
+    serve: StartServer, access_lines: AccessLines
 ) -> None:
     server = serve(access_log=True, max_body_size=1024)
-    server.post("/rpc?x=1", call("echo", {"text": "logged"}))
-    server.post("/rpc", call("ecko"))
+    server.post("/rpc?x=1", call_message("echo", {"text": "logged"}))
+    server.post("/rpc", call_message("ecko"))
     server.post("/nowhere", {})
     server.post("/rpc", {"pad": "p" * 2000})
     conn = server.connection()
@@ -869,10 +788,10 @@ def send_in(sock: socket.socket, data: bytes, how: str) -> None:
 @pytest.mark.parametrize("how", ["whole", "byte by byte"])
 @pytest.mark.parametrize(("size", "status"), [(HEAD_LIMIT, 200), (HEAD_LIMIT + 1, 431)])
 def test_a_head_of_exactly_max_header_size_passes_and_one_byte_more_gets_431(
-    serve: Any, how: str, size: int, status: int
+    serve: StartServer, how: str, size: int, status: int
 ) -> None:
     server = serve(max_header_size=HEAD_LIMIT)
-    body = json.dumps(call("echo", {"text": "at the limit"})).encode()
+    body = json.dumps(call_message("echo", {"text": "at the limit"})).encode()
     with connect(server.port, RECV) as sock:
         send_in(sock, head_of_size(size, body), how)
         if status == 200:
@@ -883,7 +802,7 @@ def test_a_head_of_exactly_max_header_size_passes_and_one_byte_more_gets_431(
         assert str(HEAD_LIMIT) in assert_http_error(response, 431)["message"]
 
 
-def test_a_head_one_byte_over_the_limit_gets_431_before_its_last_byte(serve: Any) -> None:
+def test_a_head_one_byte_over_the_limit_gets_431_before_its_last_byte(serve: StartServer) -> None:
     server = serve(max_header_size=HEAD_LIMIT)
     head = head_of_size(HEAD_LIMIT + 1, b"{}")
     with connect(server.port, RECV) as sock:
@@ -892,11 +811,11 @@ def test_a_head_one_byte_over_the_limit_gets_431_before_its_last_byte(serve: Any
 
 
 def test_a_head_at_the_limit_sent_with_its_body_and_a_pipelined_request_passes(
-    serve: Any,
+    serve: StartServer,
 ) -> None:
     server = serve(max_header_size=HEAD_LIMIT)
-    body = json.dumps(call("echo", {"text": "first"})).encode()
-    second = rpc("/rpc", call("echo", {"text": "second"}))
+    body = json.dumps(call_message("echo", {"text": "first"})).encode()
+    second = rpc("/rpc", call_message("echo", {"text": "second"}))
     with connect(server.port, RECV) as sock:
         sock.sendall(head_of_size(HEAD_LIMIT, body) + body + second)
         reader = RawHttp(sock)

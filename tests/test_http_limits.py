@@ -11,22 +11,22 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import BASE, WAIT, RunningServer, start_server
-from sse_client import RawHttp, Response, connect, request_bytes
+from conftest import BASE, WAIT, StartServer, call_message, server_factory
+from http_support import (
+    RECV,
+    SSE_HEADERS,
+    assert_http_error,
+    assert_still_serving,
+    call_held,
+    exchange,
+)
+from sse_client import RawHttp, connect, request_bytes
 
-from mcplite import Config, Tools
-
-SECRET = b"test-secret-0123456789abcdef"
-RECV = 5.0  # bound of every recv on a raw socket
-
-
-def config(**overrides: Any) -> Config:
-    return Config(secret=SECRET, access_log=False, **overrides)
+from mcplite import Tools
 
 
 @dataclass
@@ -59,72 +59,26 @@ def gate() -> Gate:
 
 
 @pytest.fixture
-def serve(gate: Gate) -> Iterator[Any]:
+def serve(gate: Gate) -> Iterator[StartServer]:
     """``serve(**config)`` starts a server with those limits; all stop at teardown."""
-    started: list[RunningServer] = []
-
-    def start(**overrides: Any) -> RunningServer:
-        server = start_server(make_tools(gate), config(**overrides))
-        started.append(server)
-        return server
-
-    try:
+    with server_factory(lambda: make_tools(gate), lambda _: gate.release.set()) as start:
         yield start
-    finally:
-        gate.release.set()
-        for server in started:
-            server.stop()
 
 
 def echo_body(text: str, request_id: Any = 1) -> bytes:
-    message = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"text": text}},
-    }
-    return json.dumps(message).encode()
-
-
-def assert_http_error(response: Response, status: int) -> dict[str, Any]:
-    """The response is ``status`` with a JSON-RPC error body saying so; returns the error."""
-    assert response.status == status, response
-    assert (response.head.header("content-type") or "").startswith("application/json")
-    reply = response.json()
-    assert reply["jsonrpc"] == "2.0"
-    assert reply["id"] is None
-    error: dict[str, Any] = reply["error"]
-    assert isinstance(error["code"], int)
-    assert isinstance(error["message"], str) and error["message"]
-    assert error["data"]["http_status"] == status
-    return error
+    return json.dumps(call_message("echo", {"text": text}, request_id)).encode()
 
 
 def assert_closes(reader: RawHttp) -> None:
     assert reader.at_eof(), "the server kept the connection open"
 
 
-def assert_still_serving(server: RunningServer) -> None:
-    reply = server.call("echo", {"text": "still serving"})
-    assert reply["result"]["content"] == [{"type": "text", "text": "still serving"}]
-
-
-def exchange(server: RunningServer, data: bytes) -> tuple[Response, RawHttp]:
-    """Send raw bytes on a new connection and read one response."""
-    sock = connect(server.port, RECV)
-    reader = RawHttp(sock)
-    try:
-        sock.sendall(data)
-        return reader.read_response(), reader
-    except BaseException:
-        sock.close()
-        raise
-
-
 # --- body size: 413 -----------------------------------------------------------
 
 
-def test_a_body_over_the_limit_with_content_length_gets_413(serve: Any) -> None:
+def test_a_body_over_the_limit_with_content_length_gets_413(
+    serve: StartServer,
+) -> None:
     server = serve(max_body_size=1024)
     body = echo_body("x" * 2000)
     response, reader = exchange(server, request_bytes(BASE + "/rpc", body))
@@ -136,7 +90,9 @@ def test_a_body_over_the_limit_with_content_length_gets_413(serve: Any) -> None:
     assert_still_serving(server)
 
 
-def test_a_declared_body_over_the_limit_gets_413_before_it_is_sent(serve: Any) -> None:
+def test_a_declared_body_over_the_limit_gets_413_before_it_is_sent(
+    serve: StartServer,
+) -> None:
     server = serve(max_body_size=1024)
     head = request_bytes(
         BASE + "/rpc", headers={"Content-Length": str(10**9)}, content_length=False
@@ -148,7 +104,7 @@ def test_a_declared_body_over_the_limit_gets_413_before_it_is_sent(serve: Any) -
     assert_still_serving(server)
 
 
-def test_a_chunked_body_over_the_limit_gets_413(serve: Any) -> None:
+def test_a_chunked_body_over_the_limit_gets_413(serve: StartServer) -> None:
     server = serve(max_body_size=1024)
     body = echo_body("y" * 1500)
     chunks = b"".join(
@@ -166,7 +122,7 @@ def test_a_chunked_body_over_the_limit_gets_413(serve: Any) -> None:
 
 
 @pytest.mark.parametrize("chunked", [False, True])
-def test_a_body_of_exactly_the_limit_is_accepted(serve: Any, chunked: bool) -> None:
+def test_a_body_of_exactly_the_limit_is_accepted(serve: StartServer, chunked: bool) -> None:
     server = serve(max_body_size=1024)
     body = echo_body("z")
     body = body[:-1] + b" " * (1024 - len(body)) + b"}"  # JSON padded to 1024 bytes
@@ -185,7 +141,7 @@ def test_a_body_of_exactly_the_limit_is_accepted(serve: Any, chunked: bool) -> N
 
 
 def test_an_oversized_body_announced_with_expect_100_continue_gets_413_not_100(
-    serve: Any,
+    serve: StartServer,
 ) -> None:
     server = serve(max_body_size=1024)
     head = request_bytes(
@@ -203,7 +159,9 @@ def test_an_oversized_body_announced_with_expect_100_continue_gets_413_not_100(
 # --- header size: 431 ---------------------------------------------------------
 
 
-def test_a_header_block_growing_past_the_limit_gets_431(serve: Any) -> None:
+def test_a_header_block_growing_past_the_limit_gets_431(
+    serve: StartServer,
+) -> None:
     server = serve(max_header_size=1024)
     head = f"POST {BASE}/rpc HTTP/1.1\r\nHost: x\r\nX-Padding: {'p' * 2000}\r\n".encode()
     response, reader = exchange(server, head)  # not finished: still more headers to come
@@ -214,7 +172,7 @@ def test_a_header_block_growing_past_the_limit_gets_431(serve: Any) -> None:
 
 
 def test_a_header_block_over_the_limit_gets_431_even_when_it_arrives_at_once(
-    serve: Any,
+    serve: StartServer,
 ) -> None:
     # The limit must not depend on how the kernel splits the bytes: a whole
     # 4 KiB head delivered in one read is still over a 1 KiB limit.
@@ -226,7 +184,7 @@ def test_a_header_block_over_the_limit_gets_431_even_when_it_arrives_at_once(
     assert_still_serving(server)
 
 
-def test_headers_under_the_limit_are_accepted(serve: Any) -> None:
+def test_headers_under_the_limit_are_accepted(serve: StartServer) -> None:
     server = serve(max_header_size=1024)
     data = request_bytes(BASE + "/rpc", echo_body("small head"), headers={"X-Padding": "p" * 500})
     response, reader = exchange(server, data)
@@ -237,7 +195,7 @@ def test_headers_under_the_limit_are_accepted(serve: Any) -> None:
 # --- request timeout: 408 -----------------------------------------------------
 
 
-def test_a_request_head_sent_too_slowly_gets_408(serve: Any) -> None:
+def test_a_request_head_sent_too_slowly_gets_408(serve: StartServer) -> None:
     server = serve(request_timeout=0.3, keepalive_timeout=10)
     data = request_bytes(BASE + "/rpc", echo_body("slow"))
     with connect(server.port, RECV) as sock:
@@ -253,7 +211,7 @@ def test_a_request_head_sent_too_slowly_gets_408(serve: Any) -> None:
     assert_still_serving(server)
 
 
-def test_a_request_body_sent_too_slowly_gets_408(serve: Any) -> None:
+def test_a_request_body_sent_too_slowly_gets_408(serve: StartServer) -> None:
     server = serve(request_timeout=0.3, keepalive_timeout=10)
     data = request_bytes(BASE + "/rpc", echo_body("slow body"))
     head_end = data.index(b"\r\n\r\n") + 4
@@ -272,7 +230,9 @@ def test_a_request_body_sent_too_slowly_gets_408(serve: Any) -> None:
     assert_still_serving(server)
 
 
-def test_a_request_that_takes_its_time_within_the_timeout_is_answered(serve: Any) -> None:
+def test_a_request_that_takes_its_time_within_the_timeout_is_answered(
+    serve: StartServer,
+) -> None:
     server = serve(request_timeout=2.0, keepalive_timeout=10)
     data = request_bytes(BASE + "/rpc", echo_body("in pieces"))
     with connect(server.port, RECV) as sock:
@@ -283,14 +243,11 @@ def test_a_request_that_takes_its_time_within_the_timeout_is_answered(serve: Any
 
 
 def test_a_call_that_outlasts_the_request_and_idle_timeouts_is_still_answered(
-    serve: Any, gate: Gate
+    serve: StartServer, gate: Gate
 ) -> None:
     server = serve(request_timeout=0.2, keepalive_timeout=0.2)
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "blocking"}}
-    ).encode()
     with connect(server.port, RECV) as sock:
-        sock.sendall(request_bytes(BASE + "/rpc", body))
+        sock.sendall(request_bytes(BASE + "/rpc", call_message("blocking")))
         assert gate.entered.wait(WAIT)
         sock.settimeout(0.6)  # three times both timeouts: the subject of this test
         with pytest.raises(TimeoutError):
@@ -305,7 +262,9 @@ def test_a_call_that_outlasts_the_request_and_idle_timeouts_is_still_answered(
 # --- keep-alive idle timeout --------------------------------------------------
 
 
-def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(serve: Any) -> None:
+def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(
+    serve: StartServer,
+) -> None:
     server = serve(keepalive_timeout=0.3, request_timeout=10)
     with connect(server.port, RECV) as sock:
         sock.sendall(request_bytes(BASE + "/rpc", echo_body("once")))
@@ -320,7 +279,7 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(serve: Any) -
 
 
 def test_a_connection_that_never_sends_a_request_is_closed_after_the_idle_timeout(
-    serve: Any,
+    serve: StartServer,
 ) -> None:
     server = serve(keepalive_timeout=0.3, request_timeout=10)
     with connect(server.port, RECV) as sock:
@@ -333,7 +292,9 @@ def test_a_connection_that_never_sends_a_request_is_closed_after_the_idle_timeou
 # --- connections: 503 and close ------------------------------------------------
 
 
-def test_a_connection_beyond_max_connections_gets_503_and_close(serve: Any) -> None:
+def test_a_connection_beyond_max_connections_gets_503_and_close(
+    serve: StartServer,
+) -> None:
     server = serve(max_connections=2, keepalive_timeout=10)
     first, second = connect(server.port, RECV), connect(server.port, RECV)
     with first, second:
@@ -361,45 +322,24 @@ def test_a_connection_beyond_max_connections_gets_503_and_close(serve: Any) -> N
 # --- concurrent calls: 503 + Retry-After + -32000 ------------------------------
 
 
+@pytest.mark.parametrize(
+    "headers", [None, SSE_HEADERS], ids=["a plain call", "a call asking for a stream"]
+)
 def test_a_call_beyond_max_concurrent_calls_gets_503_with_retry_after(
-    serve: Any, gate: Gate
+    serve: StartServer, gate: Gate, headers: dict[str, str] | None
 ) -> None:
     server = serve(max_concurrent_calls=1, retry_after=2.0)
-    with ThreadPoolExecutor(1) as pool:
-        try:
-            blocked = pool.submit(server.call, "blocking")
-            assert gate.entered.wait(WAIT)
-            status, headers, body = server.post("/rpc", json.loads(echo_body("second", "s")))
-            assert status == 503
-            assert headers["retry-after"] == "2"
-            reply = json.loads(body)
-            assert reply["id"] == "s"
-            assert reply["error"]["code"] == -32000
-            assert reply["error"]["data"]["retry_after"] == 2.0
-        finally:
-            gate.release.set()
-        first = blocked.result(WAIT)
+    with call_held(server, "blocking", gate.entered, gate.release) as blocked:
+        message = call_message("echo", {"text": "one too many"}, "s")
+        status, response_headers, body = server.post("/rpc", message, headers)
+        assert status == 503
+        assert response_headers["content-type"].startswith("application/json")
+        assert response_headers["retry-after"] == "2"
+        reply = json.loads(body)
+        assert reply["id"] == "s"
+        assert reply["error"]["code"] == -32000
+        assert reply["error"]["data"]["retry_after"] == 2.0
+    first = blocked.result(WAIT)
     assert first["result"]["content"] == [{"type": "text", "text": "released"}]
     assert server.dispatcher.active == 0
-    assert_still_serving(server)
-
-
-def test_a_stream_beyond_max_concurrent_calls_gets_503_with_retry_after(
-    serve: Any, gate: Gate
-) -> None:
-    server = serve(max_concurrent_calls=1, retry_after=2.0)
-    with ThreadPoolExecutor(1) as pool:
-        try:
-            blocked = pool.submit(server.call, "blocking")
-            assert gate.entered.wait(WAIT)
-            status, headers, body = server.post(
-                "/rpc", json.loads(echo_body("streamed", "s")), {"Accept": "text/event-stream"}
-            )
-            assert status == 503
-            assert headers["content-type"].startswith("application/json")
-            assert json.loads(body)["error"]["code"] == -32000
-            assert headers.get("retry-after") == "2"
-        finally:
-            gate.release.set()
-        blocked.result(WAIT)
     assert_still_serving(server)

@@ -24,13 +24,13 @@ import base64
 import hmac
 import struct
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
 import pytest
-from conftest import SECRET, make_config
+from conftest import SECRET, T0, DelegatingStore, FakeClock, make_config, single_changes
 
 from mcplite import (
     ALWAYS,
@@ -49,27 +49,10 @@ from mcplite import (
     UnknownPromise,
 )
 from mcplite.errors import MCPLiteError, PromiseTableFull
-from mcplite.promises import CancelListener
 from mcplite.tokens import TokenSealer
 
 WAIT = 5.0  # upper bound of every wait in this file
-T0 = 1_704_110_400.0  # 2024-01-01T12:00:00Z
 OWNER = "host-a/4242/0badf00d"
-ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"  # base64url
-
-
-@dataclass
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    now: float = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
 
 # --- the stores under test -------------------------------------------------------------------
 
@@ -151,6 +134,18 @@ async def background_sweeping_store_factory(
         yield make
 
 
+@pytest.fixture
+def store(store_factory: StoreFactory) -> PromiseStore:
+    """A store with the default options."""
+    return store_factory()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock at :data:`T0` that only the test moves (pass it as ``clock=``)."""
+    return FakeClock()
+
+
 # --- helpers ---------------------------------------------------------------------------------
 
 
@@ -164,6 +159,13 @@ class Listener:
     def __call__(self, promise_id: bytes) -> None:
         self.told.append(promise_id)
         self.called.set()
+
+
+def listen(store: PromiseStore) -> Listener:
+    """A new :class:`Listener`, registered with ``store``."""
+    listener = Listener()
+    store.on_cancel(listener)
+    return listener
 
 
 def answer(text: str, timestamp: float = T0) -> Result:
@@ -186,6 +188,13 @@ def fields(record: PromiseRecord) -> tuple[Any, ...]:
     )
 
 
+async def waiting_on(store: PromiseStore, promise_id: bytes) -> asyncio.Task[PromiseRecord]:
+    """A task in ``store.wait`` for the record (30 s at most), already waiting."""
+    waiting = asyncio.create_task(store.wait(promise_id, 30))
+    await asyncio.sleep(0)  # one loop turn: the waiter starts waiting before anything lands
+    return waiting
+
+
 async def assert_unknown(store: PromiseStore, promise_id: bytes) -> None:
     with pytest.raises(UnknownPromise):
         await store.get(promise_id)
@@ -195,9 +204,8 @@ async def assert_unknown(store: PromiseStore, promise_id: bytes) -> None:
 
 
 async def test_a_created_record_is_running_and_found_by_its_id(
-    store_factory: StoreFactory,
+    store_factory: StoreFactory, clock: FakeClock
 ) -> None:
-    clock = FakeClock()
     store = store_factory(ttl=600, clock=clock)
     record = await store.create("analyze_dataset", OWNER)
     assert len(record.promise_id) == 16
@@ -216,9 +224,8 @@ async def test_every_record_gets_its_own_random_id(store_factory: StoreFactory) 
 
 
 async def test_an_unknown_id_raises_unknown_promise_on_every_lookup(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     await store.create("tool", OWNER)
     unknown = b"\x00" * 16
     with pytest.raises(UnknownPromise) as caught:
@@ -245,18 +252,16 @@ async def test_a_second_store_does_not_know_the_first_ones_records(
 
 
 async def test_completing_an_unknown_record_or_setting_its_progress_is_harmless(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
     # A promised task may finish after its record expired and was dropped.
-    store = store_factory()
     await store.complete(b"\x01" * 16, answer("late"))
     await store.complete(b"\x02" * 16, None, InternalError("boom"))
     store.set_progress(b"\x03" * 16, {"progress": 1})
     await assert_unknown(store, b"\x01" * 16)
 
 
-async def test_a_completed_record_is_done_with_its_result(store_factory: StoreFactory) -> None:
-    store = store_factory()
+async def test_a_completed_record_is_done_with_its_result(store: PromiseStore) -> None:
     record = await store.create("tool", OWNER)
     result = answer("done")
     await store.complete(record.promise_id, result)
@@ -267,9 +272,8 @@ async def test_a_completed_record_is_done_with_its_result(store_factory: StoreFa
 
 
 async def test_a_record_completed_with_a_protocol_error_keeps_the_error(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     record = await store.create("tool", OWNER)
     error = InternalError("Internal error in tool 'tool' (error id ab12)", {"error_id": "ab12"})
     await store.complete(record.promise_id, None, error)
@@ -285,8 +289,7 @@ async def test_a_record_completed_with_a_protocol_error_keeps_the_error(
     assert isinstance(done.error, MCPLiteError)
 
 
-async def test_the_first_outcome_of_a_record_is_the_one_kept(store_factory: StoreFactory) -> None:
-    store = store_factory()
+async def test_the_first_outcome_of_a_record_is_the_one_kept(store: PromiseStore) -> None:
     record = await store.create("tool", OWNER)
     await store.complete(record.promise_id, answer("first"))
     await store.complete(record.promise_id, answer("second"))
@@ -297,9 +300,8 @@ async def test_the_first_outcome_of_a_record_is_the_one_kept(store_factory: Stor
 
 
 async def test_progress_is_kept_on_the_record_and_the_last_report_wins(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     record = await store.create("tool", OWNER)
     store.set_progress(record.promise_id, {"progress": 1, "total": 10, "message": "parsing"})
     store.set_progress(
@@ -359,19 +361,16 @@ async def test_finished_and_cancelled_records_still_hold_their_place_until_they_
         await store.create("tool", OWNER)
 
 
-async def test_wait_returns_at_once_for_a_zero_timeout(store_factory: StoreFactory) -> None:
-    store = store_factory()
+async def test_wait_returns_at_once_for_a_zero_timeout(store: PromiseStore) -> None:
     record = await store.create("tool", OWNER)
     seen = await asyncio.wait_for(store.wait(record.promise_id, 0), WAIT)
     assert seen.status is PromiseStatus.RUNNING
 
 
-async def test_wait_returns_as_soon_as_complete_lands(store_factory: StoreFactory) -> None:
-    store = store_factory()
+async def test_wait_returns_as_soon_as_complete_lands(store: PromiseStore) -> None:
     record = await store.create("tool", OWNER)
     result = answer("done")
-    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
-    await asyncio.sleep(0)  # let the waiter start waiting before the outcome lands
+    waiting = await waiting_on(store, record.promise_id)
     assert not waiting.done()
     started = time.perf_counter()
     await store.complete(record.promise_id, result)
@@ -384,9 +383,8 @@ async def test_wait_returns_as_soon_as_complete_lands(store_factory: StoreFactor
 
 
 async def test_wait_on_a_finished_record_returns_it_without_waiting(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     record = await store.create("tool", OWNER)
     await store.complete(record.promise_id, answer("done"))
     seen = await asyncio.wait_for(store.wait(record.promise_id, 30), WAIT)
@@ -394,9 +392,8 @@ async def test_wait_on_a_finished_record_returns_it_without_waiting(
 
 
 async def test_wait_gives_the_running_record_back_when_its_timeout_runs_out(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     record = await store.create("tool", OWNER)
     seen = await asyncio.wait_for(store.wait(record.promise_id, 0.05), WAIT)
     assert seen.status is PromiseStatus.RUNNING
@@ -405,21 +402,18 @@ async def test_wait_gives_the_running_record_back_when_its_timeout_runs_out(
 
 
 async def test_wait_returns_as_soon_as_the_record_is_cancelled(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     record = await store.create("tool", OWNER)
-    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
-    await asyncio.sleep(0)
+    waiting = await waiting_on(store, record.promise_id)
     assert await store.request_cancel(record.promise_id)
     seen = await asyncio.wait_for(waiting, WAIT)
     assert seen.status is PromiseStatus.CANCELLED
 
 
 async def test_every_waiter_wakes_even_when_another_waiter_gave_up(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     record = await store.create("tool", OWNER)
     quitter = asyncio.create_task(store.wait(record.promise_id, 30))
     stayers = [asyncio.create_task(store.wait(record.promise_id, 30)) for _ in range(3)]
@@ -433,9 +427,8 @@ async def test_every_waiter_wakes_even_when_another_waiter_gave_up(
 
 
 async def test_waiters_on_different_records_wake_each_for_their_own_record(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     first = await store.create("tool", OWNER)
     second = await store.create("tool", OWNER)
     on_first = asyncio.create_task(store.wait(first.promise_id, 30))
@@ -449,12 +442,9 @@ async def test_waiters_on_different_records_wake_each_for_their_own_record(
 
 
 async def test_request_cancel_cancels_a_running_record_and_tells_every_listener(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
-    first, second = Listener(), Listener()
-    store.on_cancel(first)
-    store.on_cancel(second)  # e.g. two dispatchers sharing the store
+    first, second = listen(store), listen(store)  # e.g. two dispatchers sharing the store
     record = await store.create("tool", OWNER)
     other = await store.create("tool", OWNER)
     assert await store.request_cancel(record.promise_id) is True
@@ -465,11 +455,9 @@ async def test_request_cancel_cancels_a_running_record_and_tells_every_listener(
 
 
 async def test_request_cancel_of_a_finished_record_is_false_and_keeps_its_result(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
-    listener = Listener()
-    store.on_cancel(listener)
+    listener = listen(store)
     record = await store.create("tool", OWNER)
     await store.complete(record.promise_id, answer("kept"))
     assert await store.request_cancel(record.promise_id) is False
@@ -480,11 +468,9 @@ async def test_request_cancel_of_a_finished_record_is_false_and_keeps_its_result
 
 
 async def test_a_cancelled_record_stays_cancelled_even_if_its_outcome_comes_later(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
-    listener = Listener()
-    store.on_cancel(listener)
+    listener = listen(store)
     record = await store.create("tool", OWNER)
     assert await store.request_cancel(record.promise_id) is True
     assert await store.request_cancel(record.promise_id) is False  # already over
@@ -497,11 +483,9 @@ async def test_a_cancelled_record_stays_cancelled_even_if_its_outcome_comes_late
 
 
 async def test_close_stops_every_running_record_and_forgets_every_record(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
-    listener = Listener()
-    store.on_cancel(listener)
+    listener = listen(store)
     running = [await store.create("tool", OWNER) for _ in range(3)]
     done = await store.create("tool", OWNER)
     await store.complete(done.promise_id, answer("done"))
@@ -512,12 +496,10 @@ async def test_close_stops_every_running_record_and_forgets_every_record(
 
 
 async def test_close_ends_a_pending_wait_instead_of_leaving_it_hanging(
-    store_factory: StoreFactory,
+    store: PromiseStore,
 ) -> None:
-    store = store_factory()
     record = await store.create("tool", OWNER)
-    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
-    await asyncio.sleep(0)
+    waiting = await waiting_on(store, record.promise_id)
     await store.close()
     with pytest.raises(UnknownPromise):
         await asyncio.wait_for(waiting, WAIT)
@@ -527,12 +509,10 @@ async def test_close_ends_a_pending_wait_instead_of_leaving_it_hanging(
 
 
 async def test_a_full_store_makes_room_by_dropping_expired_records(
-    store_factory: StoreFactory,
+    store_factory: StoreFactory, clock: FakeClock
 ) -> None:
-    clock = FakeClock()
     store = store_factory(ttl=60, max_entries=2, clock=clock)
-    listener = Listener()
-    store.on_cancel(listener)
+    listener = listen(store)
     first = await store.create("tool", OWNER)
     clock.advance(30)
     second = await store.create("tool", OWNER)
@@ -550,12 +530,10 @@ async def test_a_full_store_makes_room_by_dropping_expired_records(
 
 
 async def test_sweep_drops_only_expired_records_and_stops_the_running_ones(
-    store_factory: StoreFactory,
+    store_factory: StoreFactory, clock: FakeClock
 ) -> None:
-    clock = FakeClock()
     store = store_factory(ttl=100, clock=clock)
-    listener = Listener()
-    store.on_cancel(listener)
+    listener = listen(store)
     running_old = await store.create("a", OWNER)
     clock.advance(5)
     finished_old = await store.create("b", OWNER)
@@ -581,12 +559,10 @@ async def test_sweep_drops_only_expired_records_and_stops_the_running_ones(
 
 
 async def test_an_expired_cancelled_record_is_dropped_without_stopping_it_again(
-    store_factory: StoreFactory,
+    store_factory: StoreFactory, clock: FakeClock
 ) -> None:
-    clock = FakeClock()
     store = store_factory(ttl=10, clock=clock)
-    listener = Listener()
-    store.on_cancel(listener)
+    listener = listen(store)
     record = await store.create("tool", OWNER)
     assert await store.request_cancel(record.promise_id)
     clock.advance(10)
@@ -596,13 +572,11 @@ async def test_an_expired_cancelled_record_is_dropped_without_stopping_it_again(
 
 
 async def test_a_record_expiring_during_a_wait_ends_the_wait(
-    store_factory: StoreFactory,
+    store_factory: StoreFactory, clock: FakeClock
 ) -> None:
-    clock = FakeClock()
     store = store_factory(ttl=10, clock=clock)
     record = await store.create("tool", OWNER)
-    waiting = asyncio.create_task(store.wait(record.promise_id, 30))
-    await asyncio.sleep(0)
+    waiting = await waiting_on(store, record.promise_id)
     clock.advance(10)
     assert await store.sweep() == 1
     with pytest.raises(UnknownPromise):
@@ -616,8 +590,7 @@ async def test_the_sweep_timer_frees_expired_records_without_any_traffic(
     background_sweeping_store_factory: StoreFactory,
 ) -> None:
     store = background_sweeping_store_factory(ttl=0.05)
-    listener = Listener()
-    store.on_cancel(listener)
+    listener = listen(store)
     finished = await store.create("a", OWNER)
     await store.complete(finished.promise_id, answer("a"))
     running = await store.create("b", OWNER)
@@ -631,11 +604,11 @@ async def test_the_sweep_timer_frees_expired_records_without_any_traffic(
 # --- tokens before the store: a bad token never reaches it ------------------------------------
 
 
-class SpyStore:
+class SpyStore(DelegatingStore):
     """A :class:`PromiseStore` delegating to another, recording every lookup by id."""
 
     def __init__(self, inner: PromiseStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.lookups: list[tuple[str, bytes]] = []
         self.created: list[PromiseRecord] = []
 
@@ -643,17 +616,6 @@ class SpyStore:
         record = await self.inner.create(tool, owner)
         self.created.append(record)
         return record
-
-    async def has_room(self) -> bool:
-        return await self.inner.has_room()
-
-    async def complete(
-        self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
-    ) -> None:
-        await self.inner.complete(promise_id, result, error)
-
-    def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
-        self.inner.set_progress(promise_id, progress)
 
     async def get(self, promise_id: bytes) -> PromiseRecord:
         self.lookups.append(("get", promise_id))
@@ -667,35 +629,6 @@ class SpyStore:
         self.lookups.append(("request_cancel", promise_id))
         return await self.inner.request_cancel(promise_id)
 
-    def on_cancel(self, listener: CancelListener) -> None:
-        self.inner.on_cancel(listener)
-
-    async def sweep(self) -> int:
-        return await self.inner.sweep()
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-def single_changes(token: str) -> Iterator[str]:
-    """Every single-character change of ``token``: substitutions, deletions, insertions,
-    truncations and extensions (each distinct from the token)."""
-    out: dict[str, None] = {}
-    for i, ch in enumerate(token):
-        nxt = ALPHABET[(ALPHABET.index(ch) + 1) % 64] if ch in ALPHABET else "A"
-        subs = {nxt, ch.swapcase(), "A", "0", "-", "_", "+", "/", "=", "!", " ", "\u00e9", "\x00"}
-        for sub in subs:
-            out[token[:i] + sub + token[i + 1 :]] = None
-        out[token[:i] + token[i + 1 :]] = None
-        out[token[:i] + "A" + token[i:]] = None
-    for n in (0, 1, 4, 5, 6, 40, len(token) - 2, len(token) - 1):
-        out[token[:n]] = None
-    for extension in ("A", "-", "=", "==", "\n", " ", token):
-        out[token + extension] = None
-    out[" " + token] = None
-    out.pop(token, None)
-    return iter(out)
-
 
 def gated(gate: asyncio.Event) -> Tools:
     tools = Tools()
@@ -708,29 +641,37 @@ def gated(gate: asyncio.Event) -> Tools:
     return tools
 
 
-async def spied_dispatcher(
-    dispatchers: list[Dispatcher], store_factory: StoreFactory, gate: asyncio.Event, count: int
-) -> tuple[Dispatcher, SpyStore, list[str]]:
-    """A dispatcher over a spied store holding ``count`` live promises, and their tokens."""
-    spy = SpyStore(store_factory(max_entries=count + 10))
-    dispatcher = Dispatcher(gated(gate), make_config(), promises=spy)
-    dispatchers.append(dispatcher)
-    tokens = []
-    for n in range(count):
-        promised = await dispatcher.call("job", {"n": n})
-        token = promised.extra_meta["promise_token"]
-        assert isinstance(token, str)
-        tokens.append(token)
-    assert spy.lookups == []
-    return dispatcher, spy, tokens
+Spied = Callable[[int], Awaitable[tuple[Dispatcher, SpyStore, list[str]]]]
+
+
+@pytest.fixture
+async def spied(dispatchers: list[Dispatcher], store_factory: StoreFactory) -> AsyncIterator[Spied]:
+    """``await spied(count)``: a dispatcher over a spied store holding ``count`` live
+    promises, and their tokens.  The promised jobs finish when the test ends."""
+    gate = asyncio.Event()
+
+    async def make(count: int) -> tuple[Dispatcher, SpyStore, list[str]]:
+        spy = SpyStore(store_factory(max_entries=count + 10))
+        dispatcher = Dispatcher(gated(gate), make_config(), promises=spy)
+        dispatchers.append(dispatcher)
+        tokens = []
+        for n in range(count):
+            promised = await dispatcher.call("job", {"n": n})
+            token = promised.extra_meta["promise_token"]
+            assert isinstance(token, str)
+            tokens.append(token)
+        assert spy.lookups == []
+        return dispatcher, spy, tokens
+
+    yield make
+    gate.set()
 
 
 async def test_a_changed_token_never_reaches_the_store(
-    dispatchers: list[Dispatcher], store_factory: StoreFactory
+    spied: Spied,
 ) -> None:
-    gate = asyncio.Event()
     # Many live records, so that a change the MAC let through would find one.
-    dispatcher, spy, tokens = await spied_dispatcher(dispatchers, store_factory, gate, 50)
+    dispatcher, spy, tokens = await spied(50)
     token = next(t for t in tokens if "-" in t[5:] and "_" in t[5:])
     not_refused: list[str] = []
     count = 0
@@ -752,14 +693,12 @@ async def test_a_changed_token_never_reaches_the_store(
     assert spy.lookups == [("get", promise_id)]
     assert await dispatcher.cancel(token) is True
     assert spy.lookups[1:] == [("request_cancel", promise_id)]
-    gate.set()
 
 
 async def test_strings_that_are_not_tokens_never_reach_the_store(
-    dispatchers: list[Dispatcher], store_factory: StoreFactory
+    spied: Spied,
 ) -> None:
-    gate = asyncio.Event()
-    dispatcher, spy, _ = await spied_dispatcher(dispatchers, store_factory, gate, 3)
+    dispatcher, spy, _ = await spied(3)
     junk = ["", "prom_", "prom_a7b9c2d4e6f8", "prom_" + "A" * 76, "prom_" + "_" * 76]
     junk += ["x" * 81, "PROM_" + "A" * 76]
     for value in junk:
@@ -771,14 +710,12 @@ async def test_strings_that_are_not_tokens_never_reach_the_store(
             with pytest.raises(InvalidToken):
                 await dispatcher.call(tool, {"promise": value})
     assert spy.lookups == []
-    gate.set()
 
 
 async def test_forged_tokens_for_live_records_never_reach_the_store(
-    dispatchers: list[Dispatcher], store_factory: StoreFactory
+    spied: Spied,
 ) -> None:
-    gate = asyncio.Event()
-    dispatcher, spy, tokens = await spied_dispatcher(dispatchers, store_factory, gate, 2)
+    dispatcher, spy, tokens = await spied(2)
     live = [record.promise_id for record in spy.created]
     expires_at = spy.created[0].expires_at
     raw = base64.urlsafe_b64decode(tokens[0][5:] + "=")
@@ -804,14 +741,12 @@ async def test_forged_tokens_for_live_records_never_reach_the_store(
         with pytest.raises(InvalidToken):
             await dispatcher.cancel(token)
     assert spy.lookups == []
-    gate.set()
 
 
 async def test_an_expired_token_never_reaches_the_store_even_while_its_record_lives(
-    dispatchers: list[Dispatcher], store_factory: StoreFactory
+    spied: Spied,
 ) -> None:
-    gate = asyncio.Event()
-    dispatcher, spy, _ = await spied_dispatcher(dispatchers, store_factory, gate, 1)
+    dispatcher, spy, _ = await spied(1)
     promise_id = spy.created[0].promise_id
     # Genuine (sealed under the server's secret) but past its expiry.
     expired = TokenSealer(SECRET).seal(promise_id, time.time() - 1)
@@ -825,4 +760,3 @@ async def test_an_expired_token_never_reaches_the_store_even_while_its_record_li
         await dispatcher.call("redeem", {"promise": expired})
     assert spy.lookups == []
     assert (await spy.inner.get(promise_id)).status is PromiseStatus.RUNNING
-    gate.set()

@@ -20,16 +20,22 @@ import hashlib
 import hmac
 import logging
 import math
-import string
 import struct
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import SECRET, make_config
+from conftest import (
+    SECRET,
+    T0,
+    TOKEN_ALPHABET,
+    DelegatingStore,
+    FakeClock,
+    make_config,
+    single_changes,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,30 +58,14 @@ from mcplite import (
     Tools,
     UnknownPromise,
 )
-from mcplite.errors import MCPLiteError, PromiseTableFull
-from mcplite.promises import CancelListener
+from mcplite.errors import PromiseTableFull
 from mcplite.tokens import TokenSealer
 
 OLD_SECRET = b"old-secret-0123456789abcdefghij"
 WAIT = 5.0  # upper bound of every wait in this file
-T0 = 1_704_110_400.0  # 2024-01-01T12:00:00Z
-ALPHABET = string.ascii_letters + string.digits + "-_"  # base64url
 
 
-@dataclass
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    now: float = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class CopyingStore:
+class CopyingStore(DelegatingStore):
     """A :class:`PromiseStore` over a :class:`MemoryStore` whose every record is a copy.
 
     A store that serialises records (SQLite, Redis) hands out a new object on each
@@ -83,21 +73,14 @@ class CopyingStore:
     """
 
     def __init__(self, inner: MemoryStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
+        self.memory = inner
 
     def __len__(self) -> int:
-        return len(self.inner)
+        return len(self.memory)
 
     async def create(self, tool: str, owner: str) -> PromiseRecord:
         return copy.copy(await self.inner.create(tool, owner))
-
-    async def has_room(self) -> bool:
-        return await self.inner.has_room()
-
-    async def complete(
-        self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
-    ) -> None:
-        await self.inner.complete(promise_id, result, error)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         self.inner.set_progress(promise_id, dict(progress))
@@ -107,18 +90,6 @@ class CopyingStore:
 
     async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
         return copy.copy(await self.inner.wait(promise_id, timeout))
-
-    async def request_cancel(self, promise_id: bytes) -> bool:
-        return await self.inner.request_cancel(promise_id)
-
-    def on_cancel(self, listener: CancelListener) -> None:
-        self.inner.on_cancel(listener)
-
-    async def sweep(self) -> int:
-        return await self.inner.sweep()
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 class LookupSignalStore(MemoryStore):
@@ -204,26 +175,6 @@ def token_with_dash_and_underscore(sealer: TokenSealer, expires_at: float) -> st
     raise AssertionError("no such token in 1000 tries")
 
 
-def single_changes(token: str) -> Iterator[str]:
-    """Every single-character change of ``token``: substitutions, deletions, insertions,
-    truncations and extensions (each distinct from the token)."""
-    out: dict[str, None] = {}
-    for i, ch in enumerate(token):
-        nxt = ALPHABET[(ALPHABET.index(ch) + 1) % 64] if ch in ALPHABET else "A"
-        subs = {nxt, ch.swapcase(), "A", "0", "-", "_", "+", "/", "=", "!", " ", "\u00e9", "\x00"}
-        for sub in subs:
-            out[token[:i] + sub + token[i + 1 :]] = None
-        out[token[:i] + token[i + 1 :]] = None
-        out[token[:i] + "A" + token[i:]] = None
-    for n in (0, 1, 4, 5, 6, 40, len(token) - 2, len(token) - 1):
-        out[token[:n]] = None
-    for extension in ("A", "-", "=", "==", "\n", " ", token):
-        out[token + extension] = None
-    out[" " + token] = None
-    out.pop(token, None)
-    return iter(out)
-
-
 # --- TokenSealer --------------------------------------------------------------------------
 
 
@@ -234,7 +185,7 @@ def test_a_sealed_token_opens_to_its_id_and_expiry() -> None:
     token = sealer.seal(promise_id, T0 + 600.25)
     assert token.startswith("prom_")
     assert len(token) == 81
-    assert set(token[5:]) <= set(ALPHABET)
+    assert set(token[5:]) <= set(TOKEN_ALPHABET)
     assert sealer.open(token) == (promise_id, T0 + 600.25)
 
 
@@ -875,13 +826,10 @@ async def test_a_token_from_before_a_secret_rotation_passes_only_with_previous_s
     dispatchers: list[Dispatcher],
 ) -> None:
     gate = asyncio.Event()
-    old = Dispatcher(gated_tools(gate), Config(secret=OLD_SECRET, access_log=False))
+    old = Dispatcher(gated_tools(gate), make_config(secret=OLD_SECRET))
     dispatchers.append(old)
     token = token_of(await old.call("always", {}))
-    rotated = Dispatcher(
-        gated_tools(gate),
-        Config(secret=SECRET, previous_secrets=(OLD_SECRET,), access_log=False),
-    )
+    rotated = Dispatcher(gated_tools(gate), make_config(previous_secrets=(OLD_SECRET,)))
     dispatchers.append(rotated)
     # Genuine (the MAC checks out under a previous secret) but unknown to this process.
     with pytest.raises(UnknownPromise):

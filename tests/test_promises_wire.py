@@ -18,12 +18,10 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import WAIT, RunningServer, start_server
+from conftest import WAIT, RunningServer, call_message, make_config, start_server
 from grpc_support import Protos, protos, to_python
 
-from mcplite import ALWAYS, Config, Context, Tools
-
-SECRET = b"test-secret-0123456789abcdef"
+from mcplite import ALWAYS, Context, Tools
 
 
 @dataclass
@@ -69,6 +67,12 @@ class Wire:
         except grpc.RpcError as exc:
             return Outcome("error", None, {}, {}, (exc.code().name, exc.details()))
         return self.outcome(response)
+
+    def promise(self, name: str, arguments: dict[str, Any] | None = None) -> str:
+        """Call a tool that answers with a promise; the promise's token."""
+        outcome = self.call(name, arguments)
+        assert outcome.response_type == "promise" and outcome.token is not None, outcome
+        return outcome.token
 
     def outcome(self, response: Any) -> Outcome:
         assert self.messages is not None
@@ -118,7 +122,7 @@ def wire(request: pytest.FixtureRequest) -> Iterator[tuple[Wire, asyncio.Event]]
     # An asyncio.Event binds to the loop that first waits on it: the server's.
     # It is only ever set from that loop too (open_gate, _later).
     gate = asyncio.Event()
-    config = Config(secret=SECRET, access_log=False, max_promises=2000)
+    config = make_config(max_promises=2000)
     server = start_server(long_tools(gate), config, grpc=request.param == "grpc")
     w = Wire(server, request.param)
     try:
@@ -150,12 +154,11 @@ def test_a_long_poll_redeem_returns_as_soon_as_the_outcome_is_ready(
     wire: tuple[Wire, asyncio.Event],
 ) -> None:
     w, gate = wire
-    promise = w.call("slow", {"n": 2})
-    assert promise.token is not None
+    token = w.promise("slow", {"n": 2})
     # Open the gate a little after the redeem starts waiting, from the server loop.
     w.server.run(_later(0.2, gate))
     started = time.monotonic()
-    answer = w.call("redeem", {"promise": promise.token, "wait": WAIT})
+    answer = w.call("redeem", {"promise": token, "wait": WAIT})
     elapsed = time.monotonic() - started
     assert answer.response_type == "answer"
     assert answer.body["content"] == [{"type": "text", "text": "done 2"}]
@@ -170,11 +173,10 @@ def test_a_finished_promise_gives_the_same_answer_on_every_redeem(
     wire: tuple[Wire, asyncio.Event],
 ) -> None:
     w, gate = wire
-    promise = w.call("slow", {"n": 3})
-    assert promise.token is not None
+    token = w.promise("slow", {"n": 3})
     open_gate(w, gate)
-    first = w.call("redeem", {"promise": promise.token, "wait": WAIT})
-    second = w.call("redeem", {"promise": promise.token})
+    first = w.call("redeem", {"promise": token, "wait": WAIT})
+    second = w.call("redeem", {"promise": token})
     assert first.response_type == second.response_type == "answer"
     assert first.body == second.body == {"content": [{"type": "text", "text": "done 3"}]}
 
@@ -183,10 +185,9 @@ def test_a_tool_that_raises_after_its_deadline_gives_an_internal_error_on_redeem
     wire: tuple[Wire, asyncio.Event],
 ) -> None:
     w, gate = wire
-    promise = w.call("breaks")
-    assert promise.response_type == "promise" and promise.token is not None
+    token = w.promise("breaks")
     open_gate(w, gate)
-    failed = w.call("redeem", {"promise": promise.token, "wait": WAIT})
+    failed = w.call("redeem", {"promise": token, "wait": WAIT})
     assert failed.error is not None
     code, message = failed.error
     assert code in ("-32603", "INTERNAL")
@@ -196,11 +197,10 @@ def test_a_tool_that_raises_after_its_deadline_gives_an_internal_error_on_redeem
 
 def test_cancel_over_the_wire_makes_redeem_say_cancelled(wire: tuple[Wire, asyncio.Event]) -> None:
     w, _ = wire
-    promise = w.call("slow", {"n": 4})
-    assert promise.token is not None
-    cancelled = w.call("cancel", {"promise": promise.token})
+    token = w.promise("slow", {"n": 4})
+    cancelled = w.call("cancel", {"promise": token})
     assert cancelled.response_type == "answer"
-    outcome = w.call("redeem", {"promise": promise.token, "wait": WAIT})
+    outcome = w.call("redeem", {"promise": token, "wait": WAIT})
     assert outcome.response_type == "failure"
     assert outcome.body["failure"]["reason"] == "cancelled"
 
@@ -236,17 +236,9 @@ async def _table_size(server: RunningServer) -> int:
 def test_json_over_http_and_struct_over_grpc_give_the_same_promise_shape() -> None:
     # The promise of spec A.3 on HTTP: content [] and _meta with token and expiry.
     gate = asyncio.Event()
-    server = start_server(long_tools(gate), Config(secret=SECRET, access_log=False))
+    server = start_server(long_tools(gate), make_config())
     try:
-        status, _, raw = server.post(
-            "/rpc",
-            {
-                "jsonrpc": "2.0",
-                "id": "a",
-                "method": "tools/call",
-                "params": {"name": "slow", "arguments": {"n": 0}},
-            },
-        )
+        status, _, raw = server.post("/rpc", call_message("slow", {"n": 0}, "a"))
         result = json.loads(raw)["result"]
         assert status == 200
         assert result["content"] == []

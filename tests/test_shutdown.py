@@ -9,15 +9,14 @@ message saying the server is closing, on both bindings, and the tool's
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from conftest import BASE, WAIT, start_server
+from conftest import WAIT, make_config, start_server
 from grpc_support import protos
-from sse_client import RawHttp, connect, request_bytes
+from http_support import open_stream
 
 from mcplite import Config, Tools
 
@@ -41,27 +40,21 @@ def endless_tools(finished: threading.Event) -> Tools:
 
 def config() -> Config:
     # Heartbeats far apart, so the only events are the part and the final word.
-    return Config(secret=b"test-secret-0123456789abcdef", access_log=False, heartbeat=WAIT)
+    return make_config(heartbeat=WAIT)
 
 
 def test_an_open_sse_stream_ends_with_a_shutting_down_error_event() -> None:
     finished = threading.Event()
     server = start_server(endless_tools(finished), config())
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "endless"}}
-    ).encode()
-    sock = connect(server.port, WAIT)
     stopper = threading.Thread(target=server.stop, kwargs={"grace": GRACE})
     try:
-        sock.sendall(request_bytes(BASE + "/rpc", body, headers={"Accept": "text/event-stream"}))
-        reader = RawHttp(sock)
-        head = reader.read_head()
-        events = reader.events(head)
-        assert next(events).json() == {"partial": "first"}
-        stopper.start()
-        rest = list(events)  # ends: the server sends its last event and the final chunk
+        sock, reader, head = open_stream(server, "endless", timeout=WAIT)
+        with sock:
+            events = reader.events(head)
+            assert next(events).json() == {"partial": "first"}
+            stopper.start()
+            rest = list(events)  # ends: the server sends its last event and the final chunk
     finally:
-        sock.close()
         if stopper.is_alive():
             stopper.join(WAIT)
         server.stop()

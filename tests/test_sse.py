@@ -11,31 +11,32 @@ import asyncio
 import json
 import math
 import re
-import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import BASE, WAIT, RunningServer, start_server
-from sse_client import Event, Head, RawHttp, connect, parse_events, request_bytes
+from conftest import (
+    BASE,
+    WAIT,
+    RunningServer,
+    StartServer,
+    call_message,
+    notification,
+    server_factory,
+)
+from http_support import JSON_HEADERS, RECV, SSE_HEADERS, open_stream, stream_request
+from sse_client import Event, RawHttp, connect, parse_events
 
-from mcplite import Config, Failure, Tools
+from mcplite import Failure, Tools
 from mcplite.http import sse
 
-SECRET = b"test-secret-0123456789abcdef"
-RECV = 5.0  # bound of every recv on a raw socket
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
-SSE = {"Accept": "text/event-stream"}
-JSON = {"Content-Type": "application/json"}
+STREAM_ID = "stream-001"
 PART = "x" * 65536
 MULTILINE = 'line one\nline two\r\nline three\rend \u2028 "quoted"\t\\ \x85 \u00e9'
-
-
-def config(**overrides: Any) -> Config:
-    return Config(secret=SECRET, access_log=False, **overrides)
 
 
 @dataclass
@@ -124,46 +125,10 @@ def probe() -> Probe:
 
 
 @pytest.fixture
-def serve(probe: Probe) -> Iterator[Callable[..., RunningServer]]:
+def serve(probe: Probe) -> Iterator[StartServer]:
     """``serve(**config)`` starts a server of the test tools; all stop at teardown."""
-    started: list[RunningServer] = []
-
-    def start(**overrides: Any) -> RunningServer:
-        server = start_server(make_tools(probe), config(**overrides))
-        started.append(server)
-        return server
-
-    try:
+    with server_factory(lambda: make_tools(probe)) as start:
         yield start
-    finally:
-        for server in started:
-            server.stop()
-
-
-def call_message(name: str, arguments: Any = None, request_id: Any = "stream-001") -> Any:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments or {}},
-    }
-
-
-def stream_request(name: str, arguments: Any = None) -> bytes:
-    return request_bytes(BASE + "/rpc", call_message(name, arguments), headers=SSE)
-
-
-def open_stream(
-    server: RunningServer, name: str, arguments: Any = None, **kwargs: Any
-) -> tuple[socket.socket, RawHttp, Head]:
-    sock = connect(server.port, RECV, **kwargs)
-    try:
-        sock.sendall(stream_request(name, arguments))
-        reader = RawHttp(sock)
-        return sock, reader, reader.read_head()
-    except BaseException:
-        sock.close()
-        raise
 
 
 def read_stream(server: RunningServer, name: str, arguments: Any = None) -> list[Event]:
@@ -215,12 +180,12 @@ def test_generate_report_streams_messages_then_one_done_event(demo_server: Runni
 def test_the_stdlib_client_reads_the_same_stream(demo_server: RunningServer) -> None:
     conn = demo_server.connection()
     try:
-        body = json.dumps(call_message("generate_report", {"topic": "q4"})).encode()
+        body = json.dumps(call_message("generate_report", {"topic": "q4"}, STREAM_ID)).encode()
         conn.request(
             "POST",
             BASE + "/calltools",
             body=body,
-            headers={**JSON, **SSE},
+            headers={**JSON_HEADERS, **SSE_HEADERS},
         )
         response = conn.getresponse()
         assert response.status == 200
@@ -238,7 +203,7 @@ def test_the_stdlib_client_reads_the_same_stream(demo_server: RunningServer) -> 
     assert_done_meta(events[-1])
 
 
-def test_the_connection_is_reusable_after_a_stream(serve: Callable[..., RunningServer]) -> None:
+def test_the_connection_is_reusable_after_a_stream(serve: StartServer) -> None:
     server = serve()
     with connect(server.port, RECV) as sock:
         reader = RawHttp(sock)
@@ -252,7 +217,7 @@ def test_the_connection_is_reusable_after_a_stream(serve: Callable[..., RunningS
 
 
 def test_parts_with_line_breaks_are_framed_without_raw_newlines_and_reassembled(
-    serve: Callable[..., RunningServer],
+    serve: StartServer,
 ) -> None:
     events = read_stream(serve(), "multiline")
     assert [e.event for e in events] == ["message", "message", "message", "done"]
@@ -286,7 +251,7 @@ def test_a_raw_line_break_in_a_payload_is_split_into_data_lines_and_cannot_end_a
 
 
 def test_a_silent_tool_gets_heartbeats_until_it_speaks_again(
-    serve: Callable[..., RunningServer], probe: Probe
+    serve: StartServer, probe: Probe
 ) -> None:
     server = serve(heartbeat=0.05)
     sock, reader, head = open_stream(server, "quiet")
@@ -308,7 +273,7 @@ def test_a_silent_tool_gets_heartbeats_until_it_speaks_again(
 
 
 def test_a_tool_failing_mid_stream_ends_it_with_an_error_event(
-    serve: Callable[..., RunningServer],
+    serve: StartServer,
 ) -> None:
     events = read_stream(serve(), "explode")
     assert [e.event for e in events] == ["message", "error"]
@@ -320,7 +285,7 @@ def test_a_tool_failing_mid_stream_ends_it_with_an_error_event(
 
 
 def test_a_part_that_json_cannot_hold_ends_the_stream_with_an_error_event(
-    serve: Callable[..., RunningServer],
+    serve: StartServer,
 ) -> None:
     server = serve()
     events = read_stream(server, "bad_part")
@@ -331,7 +296,7 @@ def test_a_part_that_json_cannot_hold_ends_the_stream_with_an_error_event(
 
 
 def test_a_business_failure_in_a_stream_is_a_done_event_of_type_failure(
-    serve: Callable[..., RunningServer],
+    serve: StartServer,
 ) -> None:
     events = read_stream(serve(), "gives_up")
     assert [e.event for e in events] == ["message", "done"]
@@ -347,11 +312,13 @@ def test_a_business_failure_in_a_stream_is_a_done_event_of_type_failure(
 def test_an_error_before_the_tool_starts_is_plain_json_rpc_not_a_stream(
     demo_server: RunningServer, name: str, arguments: dict[str, Any], code: int
 ) -> None:
-    status, headers, body = demo_server.post("/rpc", call_message(name, arguments), SSE)
+    status, headers, body = demo_server.post(
+        "/rpc", call_message(name, arguments, STREAM_ID), SSE_HEADERS
+    )
     assert status == 200
     assert headers["content-type"].startswith("application/json")
     reply = json.loads(body)
-    assert reply["id"] == "stream-001"
+    assert reply["id"] == STREAM_ID
     assert reply["error"]["code"] == code
     if code == -32601:
         assert reply["error"]["data"]["suggestion"] == "Did you mean 'generate_report'?"
@@ -361,19 +328,17 @@ def test_a_method_other_than_tools_call_with_sse_accept_gets_plain_json(
     demo_server: RunningServer,
 ) -> None:
     message = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
-    status, headers, body = demo_server.post("/rpc", message, SSE)
+    status, headers, body = demo_server.post("/rpc", message, SSE_HEADERS)
     assert status == 200
     assert headers["content-type"].startswith("application/json")
     assert json.loads(body) == {"jsonrpc": "2.0", "id": 4, "result": {}}
 
 
 def test_a_notification_with_sse_accept_gets_202_and_no_stream(
-    serve: Callable[..., RunningServer],
+    serve: StartServer,
 ) -> None:
     server = serve()
-    notification = call_message("plain")
-    del notification["id"]
-    status, _, body = server.post("/rpc", notification, SSE)
+    status, _, body = server.post("/rpc", notification("plain"), SSE_HEADERS)
     assert (status, body) == (202, b"")
 
 
@@ -381,7 +346,7 @@ def test_a_notification_with_sse_accept_gets_202_and_no_stream(
 
 
 def test_a_plain_tool_called_as_a_stream_gets_one_done_event(
-    serve: Callable[..., RunningServer],
+    serve: StartServer,
 ) -> None:
     events = read_stream(serve(), "plain", {"text": "only this"})
     assert [e.event for e in events] == ["done"]
@@ -389,7 +354,7 @@ def test_a_plain_tool_called_as_a_stream_gets_one_done_event(
 
 
 def test_structured_parts_stream_as_they_are_and_add_up_to_a_list(
-    serve: Callable[..., RunningServer],
+    serve: StartServer,
 ) -> None:
     events = read_stream(serve(), "records")
     assert [e.json() for e in events[:2]] == [{"partial": {"n": 1}}, {"partial": {"n": 2}}]
@@ -410,24 +375,36 @@ def test_a_streaming_tool_called_without_sse_answers_its_parts_joined(
 # --- cancellation and backpressure -----------------------------------------------
 
 
-def test_a_client_that_disconnects_mid_stream_stops_the_tool_and_leaks_nothing(
-    serve: Callable[..., RunningServer], probe: Probe
+def assert_stopped_leaving_nothing(
+    server: RunningServer, probe: Probe, baseline: set[asyncio.Task[Any]]
 ) -> None:
-    server = serve(heartbeat=0.05)
+    """The tool's ``finally`` ran within 2 s of its client leaving, and no call or task
+    beyond ``baseline`` is left on the server."""
+    assert probe.closed.wait(2.0), "the tool still runs 2 s after its client left"
+    leftover = server.settle(baseline, 1.0)
+    assert not leftover, leftover
+
+
+@pytest.mark.parametrize(
+    "heartbeat", [0.05, 30.0], ids=["heartbeats on", "the next heartbeat 30 s away"]
+)
+def test_a_client_that_closes_mid_stream_stops_the_tool_at_once_and_leaks_nothing(
+    serve: StartServer, probe: Probe, heartbeat: float
+) -> None:
+    # An ordinary close() sends FIN, not RST.  During a stream the request is
+    # complete, so end-of-input can only mean the client is gone: the tool must
+    # stop now, not at the next heartbeat write (30 s away in the second case).
+    server = serve(heartbeat=heartbeat)
     baseline = server.tasks()
     sock, reader, head = open_stream(server, "hang")
     with sock:
         first = next(reader.events(head))
         assert first.json() == {"partial": "tick"}
         assert server.dispatcher.active == 1
-    assert probe.closed.wait(2.0), "the generator's finally did not run after the disconnect"
-    leftover = server.settle(baseline, 1.0)
-    assert not leftover, leftover
+    assert_stopped_leaving_nothing(server, probe, baseline)
 
 
-def test_a_slow_reader_holds_the_generator_back(
-    serve: Callable[..., RunningServer], probe: Probe
-) -> None:
+def test_a_slow_reader_holds_the_generator_back(serve: StartServer, probe: Probe) -> None:
     server = serve()
     baseline = server.tasks()
     sock, _, head = open_stream(server, "firehose", rcvbuf=32 * 1024)
@@ -447,23 +424,4 @@ def test_a_slow_reader_holds_the_generator_back(
                 assert time.monotonic() < deadline, f"still yielding: {probe.yielded} parts"
         stalled_at = probe.yielded
     assert 2 <= stalled_at < 200, stalled_at
-    assert probe.closed.wait(2.0), "the generator's finally did not run after the disconnect"
-    leftover = server.settle(baseline, 1.0)
-    assert not leftover, leftover
-
-
-def test_a_client_that_closes_mid_stream_stops_a_silent_tool_without_waiting_for_a_heartbeat(
-    serve: Callable[..., RunningServer], probe: Probe
-) -> None:
-    # An ordinary close() sends FIN, not RST.  During a stream the request is
-    # complete, so end-of-input can only mean the client is gone: the tool must
-    # stop now, not at the next heartbeat write (here 30 s away).
-    server = serve(heartbeat=30.0)
-    baseline = server.tasks()
-    sock, reader, head = open_stream(server, "hang")
-    with sock:
-        first = next(reader.events(head))
-        assert first.json() == {"partial": "tick"}
-    assert probe.closed.wait(2.0), "the tool still runs 2 s after its client closed"
-    leftover = server.settle(baseline, 1.0)
-    assert not leftover, leftover
+    assert_stopped_leaving_nothing(server, probe, baseline)

@@ -9,16 +9,15 @@ cancelling its call.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import threading
 from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from conftest import BASE, WAIT, RunningServer, make_config, start_server
+from conftest import WAIT, RunningServer, make_config, start_server
 from grpc_support import protos
-from sse_client import RawHttp, connect, request_bytes
+from http_support import open_stream
 
 from mcplite import Tools
 
@@ -73,13 +72,8 @@ def server(counter: Counter) -> RunningServer:
 
 
 def open_sse(server: RunningServer) -> socket.socket:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ticks"}}
-    ).encode()
-    sock = connect(server.port, WAIT)
-    sock.sendall(request_bytes(BASE + "/rpc", body, headers={"Accept": "text/event-stream"}))
-    reader = RawHttp(sock)
-    first = next(reader.events(reader.read_head()))
+    sock, reader, head = open_stream(server, "ticks", timeout=WAIT)
+    first = next(reader.events(head))
     assert first.json() == {"partial": "tick"}
     return sock
 
@@ -94,13 +88,9 @@ def test_many_sse_clients_leaving_mid_stream_leave_no_task_call_or_connection(
             open_sse(server).close()  # gone mid-stream, the tool still silent
         assert counter.all_finished.wait(WAIT), f"{counter.finished}/{ROUNDS} finally blocks ran"
         assert server.settle(baseline, WAIT) == []
-        assert server.run(_connections(server)) == 0
+        assert server.http_connections() == 0
     finally:
         server.stop()
-
-
-async def _connections(server: RunningServer) -> int:
-    return len(server.http.connections)
 
 
 def test_many_grpc_clients_cancelling_mid_stream_leave_no_task_or_call(
