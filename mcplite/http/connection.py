@@ -533,17 +533,31 @@ class HttpConnection(asyncio.Protocol):
         headers = _HeaderView(self._headers)
         context = RequestContext("mcp", self._peer, headers)
         self.tool = _mcp_target(message)
-        if not (sse_ok and (mcp.may_notify(message) or not json_ok)):
+        if not (sse_ok and (mcp.may_notify(message, headers) or not json_ok)):
             self._mcp_reply(await mcp.handle(message, context, headers))
             return
         pending: list[dict[str, Any]] = []
         wake = asyncio.Event()
+        open_ = True  # False once the response is over: a task's later news goes nowhere
+        loop = self.loop
+
+        def send(message: dict[str, Any]) -> None:
+            if open_:
+                pending.append(message)
+                wake.set()
+
+        def send_any_thread(message: dict[str, Any]) -> None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # a sync tool, from its worker thread
+                loop.call_soon_threadsafe(send, message)
+            else:
+                send(message)
 
         def notify(method: str, params: dict[str, Any]) -> None:
-            pending.append({"jsonrpc": "2.0", "method": method, "params": params})
-            wake.set()
+            send_any_thread({"jsonrpc": "2.0", "method": method, "params": params})
 
-        call = self.loop.create_task(mcp.handle(message, context, headers, notify))
+        call = self.loop.create_task(mcp.handle(message, context, headers, notify, send=send))
         try:
             await asyncio.wait(
                 (call, self.loop.create_task(wake.wait())), return_when="FIRST_COMPLETED"
@@ -561,14 +575,20 @@ class HttpConnection(asyncio.Protocol):
                 wake.clear()
                 waiter = self.loop.create_task(wake.wait())
                 try:
-                    await asyncio.wait((call, waiter), return_when="FIRST_COMPLETED")
+                    done, _ = await asyncio.wait(
+                        (call, waiter), timeout=self.config.heartbeat, return_when="FIRST_COMPLETED"
+                    )
                 finally:
                     waiter.cancel()
+                if not done:  # a silent tool, or a client still answering: keep the stream alive
+                    await self._write_event(b": ping\n\n")
             reply = call.result()
             if reply.body is not None:
                 await self._write_event(sse.frame_json("message", reply.body))
             self._write(self.conn.send(h11.EndOfMessage()))
         finally:
+            open_ = False
+            pending.clear()
             self._streaming = False
             wake.set()  # ends the first waiter if it is still there
             if not call.done():

@@ -12,8 +12,10 @@ becomes here a ``CallToolResult``:
 - a request for more resources is ``isError: true`` too, saying what is needed;
 - mcplite's own ``_meta`` (``response_type``, timestamp, processing time) is kept.
 
-An elicitation and a promise are not rendered here: the MCP endpoint turns them
-into ``input_required`` results and tasks (:mod:`mcplite.mcp.server`).
+A promise is not rendered here, nor (where the client can be asked) an
+elicitation or an input request: the MCP endpoint turns them into tasks,
+``input_required`` results, or (2025) requests on the call's stream
+(:mod:`mcplite.mcp.server`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..content import is_block
 from ..content import text as text_block
 from ..envelope import Result
 from ..jsonrpc import encode
-from ..outcomes import Answer, Elicitation, Failure, MoreResources
+from ..outcomes import Answer, Elicitation, Failure, InputRequired, MoreResources
 
 __all__ = ["call_result"]
 
@@ -76,10 +78,17 @@ def call_result(result: Result) -> dict[str, Any]:
             "isError": True,
         }
     elif isinstance(outcome, Elicitation):
-        # Only reached where input_required cannot be used (2025): say what is needed.
+        # Only reached where the client cannot be asked (a 2025 call answered as
+        # JSON, with no stream to ask on): say what is needed.
         out = {
             "content": [text_block(outcome.message)],
             "structuredContent": {"elicitation": result.body["elicitation"]},
+            "isError": True,
+        }
+    elif isinstance(outcome, InputRequired):
+        out = {
+            "content": [text_block(outcome.message)],
+            "structuredContent": {"inputRequests": outcome.requests},
             "isError": True,
         }
     else:  # a promise: never rendered as a call result

@@ -2,10 +2,11 @@
 
 :class:`McpServer` speaks both revisions from the same core
 (:class:`~mcplite.dispatch.Dispatcher`).  A transport hands it a decoded
-message, the request's headers (None on stdio, which has none) and a
-``notify`` callback for what a tool says before its result; it gets back an
-:class:`McpReply`: the HTTP status the official server would use and the
-JSON-RPC response (None: nothing to send, e.g. for a notification).
+message, the request's headers (None on stdio, which has none), a ``notify``
+callback for what a tool says before its result and a ``send`` callback for
+requests to the client (2025); it gets back an :class:`McpReply`: the HTTP
+status the official server would use and the JSON-RPC response (None: nothing
+to send, e.g. for a notification).
 
 How core outcomes map onto MCP (2026-07-28):
 
@@ -13,21 +14,33 @@ How core outcomes map onto MCP (2026-07-28):
   content blocks (:mod:`.render`);
 - an elicitation or :class:`~mcplite.outcomes.InputRequired`:
   ``resultType: input_required`` with ``inputRequests`` and a sealed
-  ``requestState``; the repeated call's accepted elicitation content is merged
-  into the arguments (MCP-lite's "call again with the extra arguments"), and
-  every answer is in ``ctx.input_responses``;
+  ``requestState`` (sealed with the tool's name); the repeated call's accepted
+  elicitation content is merged into the arguments (MCP-lite's "call again
+  with the extra arguments"), and every answer is in ``ctx.input_responses``;
+  a request the client did not declare the capability for is -32021;
 - a promise: a task (``resultType: task``, ``taskId`` = the sealed promise
   token) when the request declared the ``io.modelcontextprotocol/tasks``
-  extension; otherwise the call simply waits for its outcome.
+  extension, with ``tasks/update`` answering its input rounds (:mod:`.tasks`);
+  otherwise the call simply waits for its outcome.
+
+On 2025-11-25 there is no ``input_required``: the server asks the client
+itself, sending each input request as a JSON-RPC request on the call's SSE
+stream; the client POSTs its answer to the endpoint (202), and the tool runs
+again with the answers, as a 2026 client's repeated call would bring them.  The
+requests waiting for answers live in this process (no session is needed, but a
+client's answer must reach the process that asked).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
+import json
 import math
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,13 +71,29 @@ from .protocol import (
     http_status,
 )
 from .render import call_result
+from .tasks import Task, TaskStatus, TaskTable, input_requests
 
-__all__ = ["McpReply", "McpServer"]
+__all__ = ["McpReply", "McpServer", "Sender"]
 
-_MISSING: Any = object()
+Sender = Callable[[dict[str, Any]], None]
+"""``send(message)``: put a whole JSON-RPC message on the response's stream."""
+
 #: Seconds a repeated call may take to come back with its answers.
 _STATE_TTL = 3600.0
 _TOKEN_ERRORS = (InvalidToken, ExpiredToken, UnknownPromise)
+_POLL_INTERVAL_MS = 500
+#: 2025: seconds a client gets to answer a request sent on a call's stream
+#: (a person may be answering an elicitation), rounds of requests per call,
+#: and requests pending at once over all calls.
+_ASK_TIMEOUT = 300.0
+_MAX_ROUNDS = 16
+_MAX_PENDING = 1024
+#: The client capability each input request needs.
+_REQUEST_CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +113,7 @@ class _Request:
     context: RequestContext
     headers: Mapping[str, str] | None
     capabilities: Mapping[str, Any]
+    send: Sender | None
 
 
 class McpServer:
@@ -95,6 +125,10 @@ class McpServer:
         self.dispatcher = dispatcher
         self.server_info = {"name": name, "version": __version__}
         self.instructions = instructions
+        #: Tasks of this process: what MCP needs beyond the promise (see .tasks).
+        self.tasks = TaskTable(dispatcher, dispatcher.config.max_promises)
+        #: 2025: requests sent to clients on a call's stream, by id, awaiting answers.
+        self._pending: dict[str, asyncio.Future[Any]] = {}
         self._modern = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -124,11 +158,14 @@ class McpServer:
         meta = params.get("_meta") if isinstance(params, dict) else None
         return isinstance(meta, dict) and protocol.VERSION_KEY in meta
 
-    def may_notify(self, message: Any) -> bool:
-        """Whether answering ``message`` may send notifications before the result
-        (a tool that takes a Context or streams): worth an SSE answer."""
+    def may_notify(self, message: Any, headers: Mapping[str, str] | None = None) -> bool:
+        """Whether answering ``message`` may send something before the result, so
+        that it is worth an SSE answer: a 2026 call of a tool that takes a Context
+        or streams; any 2025 call (its tool may need to ask the client)."""
         if not isinstance(message, dict) or message.get("method") != "tools/call":
             return False
+        if not self.is_modern(message, headers):
+            return True
         params = message.get("params")
         name = params.get("name") if isinstance(params, dict) else None
         if not isinstance(name, str):
@@ -145,8 +182,16 @@ class McpServer:
         context: RequestContext,
         headers: Mapping[str, str] | None = None,
         notify: Notifier | None = None,
+        *,
+        send: Sender | None = None,
     ) -> McpReply:
-        """Answer one decoded message; never raises a protocol error."""
+        """Answer one decoded message; never raises a protocol error.
+
+        ``notify`` takes what a tool says before its result (progress, log
+        messages); ``send`` puts a whole message on the response's stream, which
+        a 2025 call uses to ask the client for what a tool needs (sampling,
+        elicitation, roots).  Without them, nothing is said and nothing asked.
+        """
         modern = self.is_modern(message, headers)
         if isinstance(message, list):
             error = InvalidRequest("Invalid request: batches are not supported by MCP")
@@ -156,14 +201,11 @@ class McpServer:
             and "method" not in message
             and ("result" in message or "error" in message)
         ):
-            # A response to a server request: this server sends none (stateless).
-            return (
-                McpReply(202, None)
-                if not modern
-                else self._error(
-                    None, InvalidRequest("Invalid request: unexpected JSON-RPC response")
-                )
-            )
+            if modern:  # 2026 has no requests from the server: nothing to answer
+                error = InvalidRequest("Invalid request: unexpected JSON-RPC response")
+                return self._error(None, error)
+            self._answered(message)  # 2025: a client answers what a call asked it
+            return McpReply(202, None)
         try:
             request_id, method, params = check_request(message)
         except InvalidRequest as exc:
@@ -178,7 +220,9 @@ class McpServer:
         if not isinstance(params, dict):
             return self._error(request_id, InvalidParams("Invalid params: expected an object"))
         try:
-            request = self._check(request_id, method, params, modern, context, headers, notify)
+            request = self._check(
+                request_id, method, params, modern, context, headers, notify, send
+            )
             table = self._modern if modern else self._legacy
             handler = table.get(method)
             if handler is None:
@@ -200,6 +244,7 @@ class McpServer:
         context: RequestContext,
         headers: Mapping[str, str] | None,
         notify: Notifier | None,
+        send: Sender | None,
     ) -> _Request:
         meta = params.get("_meta")
         capabilities: Mapping[str, Any] = {}
@@ -229,7 +274,9 @@ class McpServer:
             input_responses=responses if isinstance(responses, dict) else None,
             client_capabilities=capabilities,
         )
-        return _Request(request_id, method, params, modern, request_context, headers, capabilities)
+        return _Request(
+            request_id, method, params, modern, request_context, headers, capabilities, send
+        )
 
     def _error(self, request_id: Any, error: MCPLiteError) -> McpReply:
         return McpReply(
@@ -303,49 +350,60 @@ class McpServer:
             if request.headers is not None:
                 protocol.check_param_headers(request.headers, tool.input_schema, arguments or {})
         context = request.context
+        responses = params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise InvalidParams("Invalid params: inputResponses must be an object")
         state = params.get("requestState")
         if state is not None:
-            try:
-                context = dataclasses.replace(
-                    context, request_state=self.dispatcher.sealer.open_state(state)
-                )
-            except (InvalidToken, ExpiredToken) as exc:
-                raise InvalidParams(f"Invalid params: requestState: {exc.message}") from None
-        arguments = _with_elicited(arguments, context.input_responses)
-        if isinstance(arguments, Result):
-            return self._complete(arguments, request)
-        result = await self.dispatcher.call(name, arguments, context)
+            context = dataclasses.replace(context, request_state=self._open_state(name, state))
+        result = await self._run(name, arguments, context)
         if isinstance(result.outcome, Promised):
             if request.modern and TASKS_EXTENSION in _extensions(request.capabilities):
-                return self._task(result.outcome, "working")
+                task = self.tasks.add(result.outcome, name, arguments, context)
+                return self._task_fields(task, TaskStatus.WORKING, "task")
             result = await self._wait(result.outcome.token)
-        return self._complete(result, request)
-
-    def _complete(self, result: Result, request: _Request) -> dict[str, Any]:
+        if not request.modern and request.send is not None:
+            result = await self._ask_client(name, arguments, context, result, request.send)
         outcome = result.outcome
         if request.modern and isinstance(outcome, Elicitation | InputRequired):
-            return self._input_required(outcome)
+            return self._input_required(name, outcome, request.capabilities)
         return call_result(result)
 
-    def _input_required(self, outcome: Elicitation | InputRequired) -> dict[str, Any]:
-        if isinstance(outcome, Elicitation):
-            requests = {
-                "elicitation": {
-                    "method": "elicitation/create",
-                    "params": {
-                        "message": outcome.message,
-                        "requestedSchema": outcome.requested_schema,
-                    },
-                }
-            }
-            state = ""
-        else:
-            requests, state = outcome.requests, outcome.state or ""
-        return {
-            "resultType": "input_required",
-            "inputRequests": requests,
-            "requestState": self.dispatcher.sealer.seal_state(state, _STATE_TTL),
-        }
+    async def _run(self, name: str, arguments: Any, context: RequestContext) -> Result:
+        """One run of a tool; a declined elicitation ends it without running."""
+        arguments = _with_elicited(arguments, context.input_responses)
+        if isinstance(arguments, Result):
+            return arguments
+        return await self.dispatcher.call(name, arguments, context)
+
+    def _open_state(self, tool: str, sealed: Any) -> str | None:
+        """The ``requestState`` a tool gave, verified: sealed by this server, for this tool."""
+        try:
+            opened = self.dispatcher.sealer.open_state(sealed)
+        except (InvalidToken, ExpiredToken) as exc:
+            raise InvalidParams(f"Invalid params: requestState: {exc.message}") from None
+        try:
+            owner, state = json.loads(opened)
+        except (ValueError, TypeError):  # sealed by this secret, but not by this code
+            raise InvalidParams("Invalid params: requestState is not one of ours") from None
+        if owner != tool:
+            raise InvalidParams(f"Invalid params: requestState was not issued for {tool}")
+        return state  # type: ignore[no-any-return]
+
+    def _input_required(
+        self, tool: str, outcome: Elicitation | InputRequired, capabilities: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """An ``input_required`` result; -32021 when it asks for something the client
+        did not declare it can do (MCP: never send such a request)."""
+        requests = input_requests(outcome)
+        for asked in requests.values():
+            needed = _REQUEST_CAPABILITY.get(asked.get("method", ""))
+            if needed is not None and needed not in capabilities:
+                raise MissingCapability(needed, {needed: {}})
+        state = outcome.state if isinstance(outcome, InputRequired) else None
+        # Sealed with the tool's name: a state given by one tool never reaches another.
+        sealed = self.dispatcher.sealer.seal_state(json.dumps([tool, state]), _STATE_TTL)
+        return {"resultType": "input_required", "inputRequests": requests, "requestState": sealed}
 
     async def _wait(self, token: str) -> Result:
         """The outcome of a promise, for a client that cannot take a task."""
@@ -355,27 +413,102 @@ class McpServer:
             if not isinstance(result.outcome, Promised):
                 return result
 
+    # -- 2025: asking the client on the call's stream -------------------------
+
+    async def _ask_client(
+        self,
+        name: str,
+        arguments: Any,
+        context: RequestContext,
+        result: Result,
+        send: Sender,
+    ) -> Result:
+        """Where the 2026 revision answers ``input_required``, a 2025 client is asked
+        itself: each input request goes out as a JSON-RPC request on the call's
+        stream, the client POSTs its answer back, and the tool runs again with the
+        answers, round after round.  The pending requests live in this process."""
+        for _ in range(_MAX_ROUNDS):
+            outcome = result.outcome
+            if not isinstance(outcome, Elicitation | InputRequired):
+                return result
+            answers = await self._asked(input_requests(outcome), send)
+            if isinstance(answers, Result):
+                return answers
+            state = outcome.state if isinstance(outcome, InputRequired) else None
+            context = dataclasses.replace(context, input_responses=answers, request_state=state)
+            result = await self._run(name, arguments, context)
+            if isinstance(result.outcome, Promised):
+                result = await self._wait(result.outcome.token)
+        return result
+
+    async def _asked(
+        self, requests: Mapping[str, Mapping[str, Any]], send: Sender
+    ) -> dict[str, Any] | Result:
+        """Send ``requests`` to the client; its answers by key, or the failure that
+        ends the call (an error answer, no answer in time, too many pending)."""
+        started = time.time()
+        if len(self._pending) + len(requests) > _MAX_PENDING:
+            return _failed(started, "too many requests to clients are pending; try again")
+        loop = asyncio.get_running_loop()
+        waiting: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+        try:
+            for key, asked in requests.items():
+                request_id = f"mcplite-{uuid.uuid4()}"
+                future: asyncio.Future[Any] = loop.create_future()
+                self._pending[request_id] = future
+                waiting[key] = (request_id, future)
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "method": asked.get("method"),
+                        "params": asked.get("params", {}),
+                    }
+                )
+            futures = [future for _, future in waiting.values()]
+            done, _ = await asyncio.wait(futures, timeout=_ASK_TIMEOUT)
+            answers: dict[str, Any] = {}
+            for key, (_, future) in waiting.items():
+                method = requests[key].get("method")
+                if future not in done:
+                    return _failed(started, f"the client did not answer {method} in time")
+                answer = future.result()
+                if "error" in answer:
+                    error = answer["error"]
+                    message = error.get("message") if isinstance(error, dict) else None
+                    return _failed(started, f"the client could not answer {method}: {message}")
+                answers[key] = answer.get("result")
+            return answers
+        finally:
+            for request_id, _ in waiting.values():
+                self._pending.pop(request_id, None)
+
+    def _answered(self, message: dict[str, Any]) -> None:
+        """A client's answer to a request of :meth:`_asked` (others are dropped)."""
+        request_id = message.get("id")
+        future = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if future is not None and not future.done():
+            future.set_result(message)
+
     # -- tasks (extension io.modelcontextprotocol/tasks) -----------------------
 
-    def _task(self, promised: Promised, status: str, **extra: Any) -> dict[str, Any]:
+    def _task_fields(self, task: Task, status: TaskStatus, result_type: str) -> dict[str, Any]:
         ttl = self.dispatcher.config.promise_ttl
-        created = promised.expires_at - ttl
         out: dict[str, Any] = {
-            "resultType": "task",
-            "taskId": promised.token,
-            "status": status,
-            "createdAt": _iso(created),
-            "lastUpdatedAt": _iso(time.time()),
+            "resultType": result_type,
+            "taskId": task.task_id,
+            "status": str(status),
+            "createdAt": _iso(task.created_at),
+            "lastUpdatedAt": _iso(task.updated_at),
             "ttlMs": int(ttl * 1000) if math.isfinite(ttl) else None,
-            "pollIntervalMs": 500,
+            "pollIntervalMs": _POLL_INTERVAL_MS,
         }
-        progress = promised.progress or {}
-        if isinstance(progress.get("message"), str):
+        progress = task.progress or {}
+        if status is TaskStatus.WORKING and isinstance(progress.get("message"), str):
             out["statusMessage"] = progress["message"]
-        out.update(extra)
         return out
 
-    def _task_id(self, request: _Request) -> str:
+    async def _find_task(self, request: _Request) -> Task:
         if TASKS_EXTENSION not in _extensions(request.capabilities):
             raise MissingCapability(
                 f"extensions.{TASKS_EXTENSION}", {"extensions": {TASKS_EXTENSION: {}}}
@@ -383,51 +516,38 @@ class McpServer:
         task_id = request.params.get("taskId")
         if not isinstance(task_id, str):
             raise InvalidParams("Invalid params: taskId must be a string")
-        return task_id
-
-    async def _task_get(self, request: _Request) -> dict[str, Any]:
-        token = self._task_id(request)
         try:
-            result = await self.dispatcher.redeem(token, 0)
+            task = await self.tasks.find(task_id)
+            await self.tasks.settle(task)
         except _TOKEN_ERRORS as exc:
-            raise InvalidParams(f"Unknown task: {exc.message}", {"taskId": token}) from None
-        except MCPLiteError as exc:  # the call itself ended in a protocol error
-            detail = {"code": exc.jsonrpc_code, "message": exc.message}
-            return self._detailed(token, "failed", error=detail)
-        outcome = result.outcome
-        if isinstance(outcome, Promised):
-            task = self._task(outcome, "working")
-            task["resultType"] = "complete"
-            return task
-        if isinstance(outcome, Elicitation | InputRequired):
-            asked = self._input_required(outcome)
-            return self._detailed(token, "input_required", inputRequests=asked["inputRequests"])
-        done = call_result(result)
-        done["resultType"] = "complete"
-        return self._detailed(token, "completed", result=done)
-
-    def _detailed(self, token: str, status: str, **extra: Any) -> dict[str, Any]:
-        _, expires_at = self.dispatcher.sealer.open(token)
-        task = self._task(Promised(token, expires_at), status, **extra)
-        task["resultType"] = "complete"
+            raise InvalidParams(f"Unknown task: {exc.message}", {"taskId": task_id}) from None
         return task
 
+    async def _task_get(self, request: _Request) -> dict[str, Any]:
+        task = await self._find_task(request)
+        status = task.status
+        out = self._task_fields(task, status, "complete")
+        if status is TaskStatus.INPUT_REQUIRED:
+            out["inputRequests"] = task.open_requests()
+        elif status is TaskStatus.FAILED:
+            assert isinstance(task.outcome, MCPLiteError)
+            out["error"] = {"code": task.outcome.jsonrpc_code, "message": task.outcome.message}
+        elif status is TaskStatus.COMPLETED:
+            assert isinstance(task.outcome, Result)
+            out["result"] = {"resultType": "complete", **call_result(task.outcome)}
+        return out
+
     async def _task_update(self, request: _Request) -> dict[str, Any]:
-        token = self._task_id(request)
-        try:
-            await self.dispatcher.redeem(token, 0)
-        except _TOKEN_ERRORS as exc:
-            raise InvalidParams(f"Unknown task: {exc.message}", {"taskId": token}) from None
-        except MCPLiteError:
-            pass  # a failed task: an update changes nothing, and is acknowledged
+        task = await self._find_task(request)
+        responses = request.params.get("inputResponses")
+        if not isinstance(responses, dict):
+            raise InvalidParams("Invalid params: inputResponses must be an object")
+        await self.tasks.update(task, responses)
         return {}
 
     async def _task_cancel(self, request: _Request) -> dict[str, Any]:
-        token = self._task_id(request)
-        try:
-            await self.dispatcher.cancel(token)
-        except _TOKEN_ERRORS as exc:
-            raise InvalidParams(f"Unknown task: {exc.message}", {"taskId": token}) from None
+        task = await self._find_task(request)
+        await self.tasks.cancel(task)
         return {}
 
 
@@ -471,3 +591,8 @@ def _tool_definition(definition: Mapping[str, Any]) -> dict[str, Any]:
 def _iso(epoch: float) -> str:
     moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _failed(started: float, message: str) -> Result:
+    """A call that ends as a failure without running (again)."""
+    return Result(Failure(message), started, (time.time() - started) * 1000)
