@@ -1,5 +1,8 @@
 """``python -m mcplite serve MODULE[:ATTR]``: every binding on ONE asyncio loop.
 
+``python -m mcplite stdio MODULE[:ATTR]``: the same tools as MCP on stdin/stdout
+(:mod:`mcplite.mcp.stdio`), for an MCP host that starts its servers.
+
 Also ``python -m mcplite tools URL`` and ``python -m mcplite call URL NAME k=v``,
 the client commands of :mod:`mcplite.client.cli`.
 
@@ -121,13 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "127.0.0.1 and [::1] when bound to loopback, any otherwise)",
     )
     limits = serve.add_argument_group("limits")
-    limits.add_argument(
-        "--max-body-size",
-        type=_positive(int),
-        default=d.max_body_size,
-        metavar="BYTES",
-        help="larger request bodies get 413",
-    )
+    _add_max_body_size(limits, d, "larger request bodies get 413")
     limits.add_argument(
         "--max-header-size",
         type=_positive(int),
@@ -156,13 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="more connections get 503",
     )
-    limits.add_argument(
-        "--max-concurrent-calls",
-        type=_positive(int),
-        default=d.max_concurrent_calls,
-        metavar="N",
-        help="more calls get 503 + Retry-After / RESOURCE_EXHAUSTED",
-    )
+    _add_max_concurrent_calls(limits, d, "more calls get 503 + Retry-After / RESOURCE_EXHAUSTED")
     limits.add_argument(
         "--grpc-max-message-size",
         type=_positive(int),
@@ -185,32 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="more gRPC connections are closed at once (UNAVAILABLE)",
     )
     promises = serve.add_argument_group("promises and streams")
-    promises.add_argument(
-        "--promise-after",
-        type=_non_negative,
-        default=d.promise_after,
-        metavar="S",
-        help="seconds before a running call becomes a promise",
-    )
-    promises.add_argument(
-        "--promise-ttl",
-        type=_positive(float),
-        default=d.promise_ttl,
-        metavar="S",
-        help="seconds a promise token and its result live",
-    )
-    promises.add_argument(
-        "--max-promises",
-        type=_positive(int),
-        default=d.max_promises,
-        metavar="N",
-        help="pending promises before new long calls are refused",
-    )
-    promises.add_argument(
-        "--secret",
-        default=None,
-        help="promise sealing secret (default: $MCPLITE_SECRET, else random)",
-    )
+    _add_promise_options(promises, d)
     promises.add_argument(
         "--heartbeat",
         type=_positive(float),
@@ -218,25 +184,95 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds of tool silence before an SSE heartbeat",
     )
-    proc = serve.add_argument_group("process")
-    proc.add_argument(
-        "--grace",
-        type=_non_negative,
-        default=d.grace,
-        metavar="S",
-        help="seconds in-flight calls get after SIGINT/SIGTERM",
+    _add_process_options(
+        serve.add_argument_group("process"),
+        d,
+        grace_help="seconds in-flight calls get after SIGINT/SIGTERM",
+        access_log_help="no log line per HTTP request",
     )
-    proc.add_argument(
+    _add_stdio_command(commands, d)
+    from .client import cli as client_cli
+
+    client_cli.register(commands)
+    return parser
+
+
+def _add_stdio_command(commands: Any, d: Config) -> None:
+    stdio = commands.add_parser(
+        "stdio",
+        help="serve the tools of a module as MCP on stdin/stdout",
+        description="Serve the tools of MODULE[:ATTR] as MCP (2026-07-28 and 2025) over stdio: "
+        "one JSON-RPC message per line on stdin and stdout, logs on stderr; exits when stdin "
+        f"closes. ATTR defaults to '{DEFAULT_ATTR}'. Example: mcplite stdio mcplite.demo",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    stdio.add_argument("target", metavar="MODULE[:ATTR]", help="where the Tools registry lives")
+    limits = stdio.add_argument_group("limits")
+    _add_max_body_size(limits, d, "longer lines get a -32600 error and are skipped")
+    _add_max_concurrent_calls(limits, d, "more requests in flight get a -32000 error")
+    _add_promise_options(stdio.add_argument_group("promises"), d)
+    _add_process_options(
+        stdio.add_argument_group("process"),
+        d,
+        grace_help="seconds in-flight calls get after stdin closes or SIGINT/SIGTERM",
+        access_log_help="no log line per request",
+    )
+
+
+def _add_max_body_size(group: Any, d: Config, help: str) -> None:
+    group.add_argument(
+        "--max-body-size", type=_positive(int), default=d.max_body_size, metavar="BYTES", help=help
+    )
+
+
+def _add_max_concurrent_calls(group: Any, d: Config, help: str) -> None:
+    group.add_argument(
+        "--max-concurrent-calls",
+        type=_positive(int),
+        default=d.max_concurrent_calls,
+        metavar="N",
+        help=help,
+    )
+
+
+def _add_promise_options(group: Any, d: Config) -> None:
+    group.add_argument(
+        "--promise-after",
+        type=_non_negative,
+        default=d.promise_after,
+        metavar="S",
+        help="seconds before a running call becomes a promise",
+    )
+    group.add_argument(
+        "--promise-ttl",
+        type=_positive(float),
+        default=d.promise_ttl,
+        metavar="S",
+        help="seconds a promise token and its result live",
+    )
+    group.add_argument(
+        "--max-promises",
+        type=_positive(int),
+        default=d.max_promises,
+        metavar="N",
+        help="pending promises before new long calls are refused",
+    )
+    group.add_argument(
+        "--secret",
+        default=None,
+        help="promise sealing secret (default: $MCPLITE_SECRET, else random)",
+    )
+
+
+def _add_process_options(group: Any, d: Config, *, grace_help: str, access_log_help: str) -> None:
+    group.add_argument("--grace", type=_non_negative, default=d.grace, metavar="S", help=grace_help)
+    group.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
         help="log level",
     )
-    proc.add_argument("--no-access-log", action="store_true", help="no log line per HTTP request")
-    from .client import cli as client_cli
-
-    client_cli.register(commands)
-    return parser
+    group.add_argument("--no-access-log", action="store_true", help=access_log_help)
 
 
 def load_tools(target: str) -> Tools:
@@ -261,31 +297,41 @@ def load_tools(target: str) -> Tools:
     return registry
 
 
+def _shared_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The Config fields ``serve`` and ``stdio`` both take."""
+    return {
+        "max_body_size": args.max_body_size,
+        "max_concurrent_calls": args.max_concurrent_calls,
+        "promise_after": args.promise_after,
+        "promise_ttl": args.promise_ttl,
+        "max_promises": args.max_promises,
+        "secret": args.secret.encode() if args.secret else None,
+        "grace": args.grace,
+        "access_log": not args.no_access_log,
+    }
+
+
 def _config(args: argparse.Namespace) -> Config:
-    secret = args.secret.encode() if args.secret else None
     return Config(
         http=None if args.no_http else args.http,
         grpc=None if args.no_grpc else args.grpc,
         base_path=args.base_path,
         mcp_path=None if args.no_mcp else args.mcp_path,
         mcp_allowed_hosts=tuple(args.allowed_host) if args.allowed_host else None,
-        max_body_size=args.max_body_size,
         max_header_size=args.max_header_size,
         request_timeout=args.request_timeout,
         keepalive_timeout=args.keepalive_timeout,
         max_connections=args.max_connections,
-        max_concurrent_calls=args.max_concurrent_calls,
         grpc_max_message_size=args.grpc_max_message_size,
         grpc_idle_timeout=args.grpc_idle_timeout,
         grpc_max_connections=args.grpc_max_connections,
-        promise_after=args.promise_after,
-        promise_ttl=args.promise_ttl,
-        max_promises=args.max_promises,
-        secret=secret,
         heartbeat=args.heartbeat,
-        grace=args.grace,
-        access_log=not args.no_access_log,
+        **_shared_config(args),
     )
+
+
+def _stdio_config(args: argparse.Namespace) -> Config:
+    return Config(http=None, grpc=None, mcp_path=None, **_shared_config(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -303,6 +349,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             tools = load_tools(args.target)
             asyncio.run(serve(tools, _config(args)))
+        elif args.command == "stdio":
+            from .mcp.stdio import serve_stdio, take_stdio
+
+            # Before the import: a print() at import time must not reach the protocol.
+            pipes = take_stdio()
+            tools = load_tools(args.target)
+            asyncio.run(serve_stdio(tools, _stdio_config(args), pipes))
     except (CliError, ServeError) as exc:
         print(f"mcplite: error: {exc}", file=sys.stderr)
         return exc.status
