@@ -1,4 +1,4 @@
-"""mcplite: a small, fast server for MCP-lite tools over HTTP/1.1 and gRPC.
+"""mcplite: a small, fast server for tools over MCP-lite (HTTP/1.1, gRPC) and full MCP.
 
 The public surface::
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         Answer,
         Elicitation,
         Failure,
+        InputRequired,
         MoreResources,
         Partial,
         Promised,
@@ -75,6 +76,7 @@ _HOMES = {
     "Answer": "outcomes",
     "Elicitation": "outcomes",
     "Failure": "outcomes",
+    "InputRequired": "outcomes",
     "MoreResources": "outcomes",
     "Partial": "outcomes",
     "Promised": "outcomes",
@@ -115,6 +117,7 @@ __all__ = [
     "ExpiredToken",
     "Failure",
     "Field",
+    "InputRequired",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",

@@ -530,8 +530,13 @@ class HttpConnection(asyncio.Protocol):
             self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
             return
         mcp = self.server.mcp
-        headers = _HeaderView(self._headers)
-        context = RequestContext("mcp", self._peer, headers)
+        # The MCP headers the checks read, decoded once (the rest stay bytes until asked).
+        headers = {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in self._headers.items()
+            if name.startswith(b"mcp-")
+        }
+        context = RequestContext("mcp", self._peer, _HeaderView(self._headers))
         self.tool = _mcp_target(message)
         if not (sse_ok and (mcp.may_notify(message, headers) or not json_ok)):
             self._mcp_reply(await mcp.handle(message, context, headers))
@@ -598,8 +603,14 @@ class HttpConnection(asyncio.Protocol):
         self.status = reply.status
         if reply.body is None:
             self._send(202, [], b"")
-        else:
-            self._send(reply.status, _JSON, encode(reply.body))
+            return
+        try:
+            body = encode(reply.body)
+        except (TypeError, ValueError) as exc:  # a result JSON cannot hold (NaN, bytes)
+            error = self.server.dispatcher.internal_error("(result encoding)", exc)
+            error.message = f"The tool's result is not valid JSON: {exc}"
+            body = JsonRpc.error_bytes(reply.body.get("id"), error)
+        self._send(reply.status, _JSON, body)
 
     def _reply(self, reply: Reply) -> None:
         """Send a JSON-RPC reply: 202 when there is none, 503 + Retry-After when it

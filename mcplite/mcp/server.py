@@ -34,6 +34,7 @@ client's answer must reach the process that asked).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -266,13 +267,18 @@ class McpServer:
         if isinstance(token, bool) or not isinstance(token, str | int):
             token = None
         responses = params.get("inputResponses")
-        request_context = dataclasses.replace(
-            context,
-            notify=notify,
-            progress_token=token,
-            log_level=log_level,
-            input_responses=responses if isinstance(responses, dict) else None,
-            client_capabilities=capabilities,
+        # Built directly: dataclasses.replace costs more than the rest of the checks.
+        request_context = RequestContext(
+            context.binding,
+            context.peer,
+            context.headers,
+            context.caller,
+            notify,
+            token,
+            log_level,
+            responses if isinstance(responses, dict) else None,
+            context.request_state,
+            capabilities,
         )
         return _Request(
             request_id, method, params, modern, request_context, headers, capabilities, send
@@ -406,12 +412,18 @@ class McpServer:
         return {"resultType": "input_required", "inputRequests": requests, "requestState": sealed}
 
     async def _wait(self, token: str) -> Result:
-        """The outcome of a promise, for a client that cannot take a task."""
+        """The outcome of a promise, for a client that cannot take a task.  That
+        client never saw the token: when it leaves, the call is cancelled."""
         wait = self.dispatcher.config.max_redeem_wait
-        while True:
-            result = await self.dispatcher.redeem(token, wait)
-            if not isinstance(result.outcome, Promised):
-                return result
+        try:
+            while True:
+                result = await self.dispatcher.redeem(token, wait)
+                if not isinstance(result.outcome, Promised):
+                    return result
+        except asyncio.CancelledError:
+            with contextlib.suppress(MCPLiteError):
+                await self.dispatcher.cancel(token)
+            raise
 
     # -- 2025: asking the client on the call's stream -------------------------
 
