@@ -7,7 +7,10 @@ with defaults filled in and integral floats normalised to ints, or raises
 :class:`SchemaError` naming every offending field. Stdlib only.
 
 The checker follows JSON Schema (draft 2020-12) for the keywords it knows, with no
-coercion: ``"10"`` is not an integer and ``true`` is not a number.
+coercion: ``"10"`` is not an integer and ``true`` is not a number. References
+inside the schema (``$ref`` to ``#/$defs/name``, any JSON pointer, an
+``$anchor``, an embedded ``$id``) are compiled once per target, recursive ones
+included; a reference to another document is refused when the schema is compiled.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import typing
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
 
 __all__ = ["Checker", "FieldError", "SchemaError", "compile_schema"]
 
@@ -112,10 +116,13 @@ def compile_schema(schema: Mapping[str, Any] | bool) -> Checker:
     shallow copies). It raises :class:`SchemaError` listing every offending field.
 
     Raises ``ValueError`` here, at compile time, for a malformed schema: an unknown
-    ``type``, a bad regex, a keyword with a value of the wrong kind, ``$ref``.
-    Unknown keywords are ignored.
+    ``type``, a bad regex, a keyword with a value of the wrong kind, a ``$ref``
+    that does not resolve inside the schema (a remote one included), or one that
+    refers back to itself without descending into the value. Annotations
+    (``$schema``, ``$id``, ``title``, ``description``, ``examples``, ...) and
+    unknown keywords are ignored.
     """
-    node = _compile(schema, "#")
+    node = _Document(schema).compile(schema, "#")
 
     def check(value: Any) -> Any:
         try:
@@ -124,6 +131,9 @@ def compile_schema(schema: Mapping[str, Any] | bool) -> Checker:
             raise SchemaError(
                 [FieldError(_format_path(parts), message) for parts, message in exc.errors]
             ) from None
+        except RecursionError:
+            # Only a recursive schema checks a value as deep as the value goes.
+            raise SchemaError([FieldError("(root)", "is nested too deeply to check")]) from None
 
     return check
 
@@ -148,16 +158,17 @@ def _reject(value: Any) -> Any:
     raise _fail("is not allowed")
 
 
-def _compile(schema: Any, where: str) -> _Node:
+def _compile(schema: Any, where: str, doc: _Document) -> _Node:
     if schema is True:
         return _accept
     if schema is False:
         return _reject
     if not isinstance(schema, Mapping):
         raise _bad(where, f"a schema must be an object or a boolean, not {_describe(schema)}")
-    if "$ref" in schema or "$dynamicRef" in schema:
-        # Ignoring a reference would silently accept anything; say so up front.
-        raise _bad(where, "$ref is not supported; inline the referenced schema")
+    for keyword in ("$dynamicRef", "$recursiveRef"):
+        if keyword in schema:
+            # Ignoring a reference would silently accept anything; say so up front.
+            raise _bad(where, f"{keyword} is not supported; use $ref")
     declared = _declared_types(schema, where)
     by_type: dict[str, _Node] = {}
     number = _number_stage(schema, where)
@@ -166,20 +177,30 @@ def _compile(schema: Any, where: str) -> _Node:
     string = _string_stage(schema, where)
     if string is not None:
         by_type["string"] = string
-    array = _array_stage(schema, where)
+    array = _array_stage(schema, where, doc)
     if array is not None:
         by_type["array"] = array
-    obj = _object_stage(schema, where, declared is not None and "object" in declared)
+    obj = _object_stage(schema, where, declared is not None and "object" in declared, doc)
     if obj is not None:
         by_type["object"] = obj
     generic: list[_Node] = []
+    if "$ref" in schema:
+        generic.append(doc.reference(schema, where))
     if "enum" in schema:
         generic.append(_enum_stage(schema["enum"], where))
     if "const" in schema:
         generic.append(_const_stage(schema["const"]))
     for keyword, build in (("allOf", _all_of), ("anyOf", _any_of), ("oneOf", _one_of)):
         if keyword in schema:
-            generic.append(build(_branches(schema[keyword], f"{where}/{keyword}")))
+            generic.append(build(_branches(schema[keyword], f"{where}/{keyword}", doc)))
+    if "not" in schema:
+        generic.append(_not(_compile(schema["not"], f"{where}/not", doc)))
+    if "if" in schema:
+        conditional = _conditional(schema, where, doc)
+        if conditional is not None:
+            generic.append(conditional)
+    if "dependentRequired" in schema or "dependentSchemas" in schema:
+        generic.append(_dependencies(schema, where, doc))
     return _assemble(declared, by_type, tuple(generic))
 
 
@@ -426,11 +447,11 @@ def _too_many(errors: list[_Error]) -> bool:
     return True
 
 
-def _array_stage(schema: Mapping[str, Any], where: str) -> _Node | None:
+def _array_stage(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node | None:
     items_schema = schema.get("items")
     if isinstance(items_schema, list):
         raise _bad(where, "'items' as a list (tuple validation) is not supported")
-    items = None if items_schema is None else _compile(items_schema, f"{where}/items")
+    items = None if items_schema is None else doc.child(items_schema, f"{where}/items")
     if items is _accept:
         items = None
     min_items = _count_keyword(schema, "minItems", where)
@@ -477,7 +498,9 @@ def _array_stage(schema: Mapping[str, Any], where: str) -> _Node | None:
     return check
 
 
-def _object_stage(schema: Mapping[str, Any], where: str, declared: bool) -> _Node | None:
+def _object_stage(
+    schema: Mapping[str, Any], where: str, declared: bool, doc: _Document
+) -> _Node | None:
     raw_properties = schema.get("properties", {})
     if not isinstance(raw_properties, Mapping):
         raise _bad(where, f"'properties' must be an object, not {raw_properties!r}")
@@ -486,7 +509,7 @@ def _object_stage(schema: Mapping[str, Any], where: str, declared: bool) -> _Nod
     for key, sub in raw_properties.items():
         if not isinstance(key, str):
             raise _bad(where, f"property names must be strings, not {key!r}")
-        properties[key] = _compile(sub, f"{where}/properties/{key}")
+        properties[key] = doc.child(sub, f"{where}/properties/{key}")
         if isinstance(sub, Mapping) and "default" in sub:
             default = copy.deepcopy(sub["default"])
             defaults.append((key, default, isinstance(default, (list, dict))))
@@ -498,7 +521,7 @@ def _object_stage(schema: Mapping[str, Any], where: str, declared: bool) -> _Nod
     forbid = raw_additional is False
     additional: _Node | None = None
     if not isinstance(raw_additional, bool):
-        additional = _compile(raw_additional, f"{where}/additionalProperties")
+        additional = doc.child(raw_additional, f"{where}/additionalProperties")
         if additional is _accept:
             additional = None
     if not (declared or properties or required or forbid or additional is not None):
@@ -608,14 +631,14 @@ class _Branches(typing.NamedTuple):
     types: tuple[str, ...] | None  # every branch's declared types, if all declare one
 
 
-def _branches(raw: Any, where: str) -> _Branches:
+def _branches(raw: Any, where: str, doc: _Document) -> _Branches:
     if not isinstance(raw, list) or not raw:
         raise _bad(where, f"must be a non-empty list of schemas, not {raw!r}")
     branches: list[_Branch] = []
     names: dict[str, None] = {}
     all_typed = True
     for index, sub in enumerate(raw):
-        node = _compile(sub, f"{where}/{index}")
+        node = _compile(sub, f"{where}/{index}", doc)
         if sub is False:
             branches.append((node, frozenset()))
             continue
@@ -706,6 +729,225 @@ def _all_of(spec: _Branches) -> _Node:
         return value
 
     return check
+
+
+def _not(node: _Node) -> _Node:
+    def check(value: Any) -> Any:
+        try:
+            node(value)
+        except _Fail:
+            return value
+        raise _fail("matches the schema it must not match ('not')")
+
+    return check
+
+
+def _conditional(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node | None:
+    """``if``/``then``/``else``: the value is checked by ``then`` when it matches
+    ``if``, else by ``else``; without either branch ``if`` decides nothing."""
+    condition = _compile(schema["if"], f"{where}/if", doc)
+    then = _compile(schema["then"], f"{where}/then", doc) if "then" in schema else None
+    otherwise = _compile(schema["else"], f"{where}/else", doc) if "else" in schema else None
+    if then is None and otherwise is None:
+        return None
+
+    def check(value: Any) -> Any:
+        try:
+            condition(value)
+        except _Fail:
+            return value if otherwise is None else otherwise(value)
+        return value if then is None else then(value)
+
+    return check
+
+
+def _dependencies(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node:
+    """``dependentRequired`` and ``dependentSchemas``: what an object must also have,
+    or also match, when it has a given property."""
+    raw_required = schema.get("dependentRequired", {})
+    if not isinstance(raw_required, Mapping) or not all(
+        isinstance(names, list) and all(isinstance(name, str) for name in names)
+        for names in raw_required.values()
+    ):
+        raise _bad(
+            where, f"'dependentRequired' must map names to lists of names, not {raw_required!r}"
+        )
+    needs = tuple((key, tuple(names)) for key, names in raw_required.items() if names)
+    raw_schemas = schema.get("dependentSchemas", {})
+    if not isinstance(raw_schemas, Mapping):
+        raise _bad(where, f"'dependentSchemas' must be an object, not {raw_schemas!r}")
+    checks = tuple(
+        (key, _compile(sub, f"{where}/dependentSchemas/{key}", doc))
+        for key, sub in raw_schemas.items()
+    )
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        errors: list[_Error] = []
+        for present, names in needs:
+            if present in value:
+                message = f"is required when {present!r} is present"
+                errors.extend(([name], message) for name in names if name not in value)
+        for present, node in checks:
+            if present in value:
+                try:
+                    value = node(value)
+                except _Fail as exc:
+                    errors.extend(exc.errors)
+        if errors:
+            raise _Fail(errors)
+        return value
+
+    return check
+
+
+# --- references ------------------------------------------------------------------
+
+# The keywords whose values are subschemas (2020-12 and the older spellings), for
+# finding every $id and $anchor; a value under any other keyword (enum, const,
+# default, examples) is data, not a schema, even when it looks like one.
+_SUBSCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+_SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_SUBSCHEMA_ONE = frozenset(
+    {
+        "additionalProperties",
+        "items",
+        "additionalItems",
+        "contains",
+        "not",
+        "if",
+        "then",
+        "else",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+
+
+class _Target:
+    """A ``$ref`` target: compiled once; ``node`` is None while it is being compiled."""
+
+    __slots__ = ("descent", "node")
+
+    def __init__(self, descent: int) -> None:
+        self.descent = descent
+        self.node: _Node | None = None
+
+
+class _Document:
+    """One schema being compiled: where its ``$id`` resources and ``$anchor`` names
+    are, and each ``$ref`` target compiled once.
+
+    ``descent`` counts the open keywords that step into a part of the value
+    (``properties``, ``items``, ``additionalProperties``).  A reference back to a
+    target still being compiled is recursion; with no step into the value since
+    the target began it would loop forever on any value, so it is refused.
+    """
+
+    def __init__(self, root: Any) -> None:
+        self.resources: dict[str, Any] = {}  # absolute URI (no fragment) -> schema
+        self.anchors: dict[tuple[str, str], Any] = {}
+        self.bases: dict[int, str] = {}  # id(schema) -> its base URI
+        self.targets: dict[int, _Target] = {}
+        self.descent = 0
+        self.resources[""] = root
+        self._index(root, "")
+
+    def _index(self, root: Any, base: str) -> None:
+        stack = [(root, base)]
+        while stack:
+            schema, base = stack.pop()
+            if not isinstance(schema, Mapping) or id(schema) in self.bases:
+                continue
+            own_id = schema.get("$id")
+            if isinstance(own_id, str):
+                base = urldefrag(urljoin(base, own_id))[0]
+                self.resources.setdefault(base, schema)
+            self.bases[id(schema)] = base
+            for keyword in ("$anchor", "$dynamicAnchor"):
+                anchor = schema.get(keyword)
+                if isinstance(anchor, str):
+                    self.anchors.setdefault((base, anchor), schema)
+            for key, sub in schema.items():
+                if key in _SUBSCHEMA_MAPS and isinstance(sub, Mapping):
+                    stack.extend((each, base) for each in sub.values())
+                elif key in _SUBSCHEMA_LISTS and isinstance(sub, list):
+                    stack.extend((each, base) for each in sub)
+                elif key in _SUBSCHEMA_ONE:
+                    stack.append((sub, base))
+
+    def child(self, schema: Any, where: str) -> _Node:
+        """Compile the schema of a part of the value (a property, an item)."""
+        self.descent += 1
+        try:
+            return _compile(schema, where, self)
+        finally:
+            self.descent -= 1
+
+    def reference(self, schema: Mapping[str, Any], where: str) -> _Node:
+        """The node of ``schema["$ref"]``, compiled once for every place that refers to it."""
+        ref = schema["$ref"]
+        if not isinstance(ref, str):
+            raise _bad(where, f"'$ref' must be a string, not {ref!r}")
+        base = self.bases.get(id(schema), "")
+        uri, fragment = (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
+        resource = self.resources.get(uri)
+        if resource is None:
+            raise _bad(
+                where,
+                f"$ref {ref!r} is not in this schema; only references inside it "
+                "(#/$defs/name, #anchor) are supported, remote ones are not fetched",
+            )
+        target = self._resolve(resource, unquote(fragment), ref, where)
+        if isinstance(target, bool):
+            return _accept if target else _reject
+        if id(target) not in self.bases:
+            self._index(target, uri)  # a pointer into a place no keyword names
+        known = self.targets.get(id(target))
+        if known is not None:
+            if known.node is not None:
+                return known.node
+            if known.descent == self.descent:
+                raise _bad(where, f"$ref {ref!r} refers to itself without a step into the value")
+            cell = known
+
+            def recurse(value: Any) -> Any:
+                node = cell.node
+                assert node is not None  # set once its compilation ends
+                return node(value)
+
+            return recurse
+        return self.compile(target, ref)
+
+    def compile(self, target: Any, where: str) -> _Node:
+        """Compile a reference target (the root is one: ``"$ref": "#"``) once."""
+        entry = self.targets[id(target)] = _Target(self.descent)
+        entry.node = _compile(target, where, self)
+        return entry.node
+
+    def _resolve(self, resource: Any, fragment: str, ref: str, where: str) -> Any:
+        if not fragment:
+            return resource
+        if not fragment.startswith("/"):
+            uri = self.bases.get(id(resource), "")
+            found = self.anchors.get((uri, fragment))
+            if found is None:
+                raise _bad(where, f"$ref {ref!r}: no $anchor named {fragment!r}")
+            return found
+        node = resource
+        for raw in fragment[1:].split("/"):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise _bad(where, f"$ref {ref!r} does not resolve: nothing at {part!r}")
+        return node
 
 
 # --- value helpers (no recursion deeper than a fixed bound) -------------------

@@ -775,7 +775,10 @@ def test_values_are_never_coerced(schema: dict[str, Any], value: Any) -> None:
         ({"anyOf": []}, "non-empty list of schemas"),
         ({"oneOf": [{"type": "x"}]}, "#/oneOf/0"),
         ({"uniqueItems": "yes"}, "'uniqueItems' must be true or false"),
-        ({"$ref": "#/$defs/x"}, "\\$ref is not supported"),
+        ({"$ref": "#/$defs/x"}, "\\$ref '#/\\$defs/x' does not resolve"),
+        ({"$ref": "https://example.com/s.json"}, "remote ones are not fetched"),
+        ({"$dynamicRef": "#node"}, "\\$dynamicRef is not supported"),
+        ({"dependentRequired": {"a": "b"}}, "'dependentRequired' must map"),
         ("string", "a schema must be an object"),
     ],
 )
