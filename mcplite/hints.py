@@ -119,14 +119,37 @@ class _HintError(TypeError):
     """An unsupported hint somewhere inside the hint being converted."""
 
 
-def schema_for_type(tp: Any) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """Where a conversion is: the classes it is inside (a recursive type is refused),
+    and whether it describes a returned value rather than arguments."""
+
+    inside: tuple[type, ...] = ()
+    returned: bool = False
+
+    def into(self, owner: type) -> _Walk:
+        return _Walk((*self.inside, owner), self.returned)
+
+
+_ARGUMENTS = _Walk()
+_RETURNED = _Walk(returned=True)
+
+
+def schema_for_type(tp: Any, *, returned: bool = False) -> dict[str, Any]:
     """Return the JSON Schema for one type hint.
+
+    By default the schema describes arguments: objects made from a TypedDict or a
+    dataclass admit no other keys, and a dataclass field that ``__init__`` does not
+    take is left out.  ``returned=True`` describes a value a tool returns, as it
+    is sent (``dataclasses.asdict``): every dataclass field, always present, and
+    other keys tolerated, so that a client validating the result (an MCP
+    ``outputSchema``) does not refuse what the type allows.
 
     Raises ``TypeError`` for a hint that has no JSON Schema equivalent (``bytes``, a
     fixed-length tuple, a dict with non-``str`` keys, a recursive dataclass, ...)
     or a ``Field`` constraint that does not fit the hinted type.
     """
-    return _hint_schema(tp, ())
+    return _hint_schema(tp, _RETURNED if returned else _ARGUMENTS)
 
 
 def schema_for_function(fn: Callable[..., Any], *, skip: Collection[str] = ()) -> dict[str, Any]:
@@ -166,7 +189,7 @@ def schema_for_function(fn: Callable[..., Any], *, skip: Collection[str] = ()) -
         if param.name in hints:
             hint = hints[param.name]
             try:
-                schema = _hint_schema(hint, ())
+                schema = _hint_schema(hint, _ARGUMENTS)
             except TypeError as exc:
                 raise TypeError(
                     f"parameter {param.name!r} of {name} has type hint {_hint_name(hint)}: {exc}"
@@ -207,11 +230,14 @@ def _resolve_hints(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     }
 
 
-def _object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _object_schema(
+    properties: dict[str, Any], required: list[str], *, closed: bool = True
+) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
-    schema["additionalProperties"] = False
+    if closed:
+        schema["additionalProperties"] = False
     return schema
 
 
@@ -221,7 +247,7 @@ def _hint_name(tp: Any) -> str:
     return repr(tp).replace("typing.", "")
 
 
-def _hint_schema(tp: Any, seen: tuple[type, ...]) -> dict[str, Any]:
+def _hint_schema(tp: Any, walk: _Walk) -> dict[str, Any]:
     if tp is Any or tp is object:
         return {}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
@@ -232,36 +258,36 @@ def _hint_schema(tp: Any, seen: tuple[type, ...]) -> dict[str, Any]:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is Annotated:
-        return _annotated_schema(args[0], tp.__metadata__, seen)
+        return _annotated_schema(args[0], tp.__metadata__, walk)
     if origin is Required or origin is NotRequired:
-        return _hint_schema(args[0], seen)
+        return _hint_schema(args[0], walk)
     if origin is Union or origin is types.UnionType:
-        return _union_schema(args, seen)
+        return _union_schema(args, walk)
     if origin is Literal:
         return _literal_schema(tp, args)
     kind = origin if origin is not None else tp
     if _hashable(kind):
         if kind in _ARRAY_ORIGINS:
-            return _array_schema(args[0] if args else None, seen)
+            return _array_schema(args[0] if args else None, walk)
         if kind is tuple:
             if not args or (len(args) == 2 and args[1] is Ellipsis):
-                return _array_schema(args[0] if args else None, seen)
+                return _array_schema(args[0] if args else None, walk)
             raise _HintError(
                 f"fixed-length tuple {_hint_name(tp)} is not supported; "
                 "use list[T] or tuple[T, ...]"
             )
         if kind in _SET_ORIGINS:
-            return {**_array_schema(args[0] if args else None, seen), "uniqueItems": True}
+            return {**_array_schema(args[0] if args else None, walk), "uniqueItems": True}
         if kind in _DICT_ORIGINS:
-            return _dict_schema(tp, args, seen)
+            return _dict_schema(tp, args, walk)
     if isinstance(tp, type):
         if typing.is_typeddict(tp):
-            return _typeddict_schema(tp, seen)
+            return _typeddict_schema(tp, walk)
         if dataclasses.is_dataclass(tp):
-            return _dataclass_schema(tp, seen)
+            return _dataclass_schema(tp, walk)
     supertype = getattr(tp, "__supertype__", None)  # typing.NewType
     if supertype is not None:
-        return _hint_schema(supertype, seen)
+        return _hint_schema(supertype, walk)
     raise _HintError(f"unsupported type hint {_hint_name(tp)}")
 
 
@@ -273,13 +299,13 @@ def _hashable(value: Any) -> bool:
     return True
 
 
-def _array_schema(item: Any, seen: tuple[type, ...]) -> dict[str, Any]:
+def _array_schema(item: Any, walk: _Walk) -> dict[str, Any]:
     if item is None or item is Any:
         return {"type": "array"}
-    return {"type": "array", "items": _hint_schema(item, seen)}
+    return {"type": "array", "items": _hint_schema(item, walk)}
 
 
-def _dict_schema(tp: Any, args: tuple[Any, ...], seen: tuple[type, ...]) -> dict[str, Any]:
+def _dict_schema(tp: Any, args: tuple[Any, ...], walk: _Walk) -> dict[str, Any]:
     if not args:
         return {"type": "object"}
     key, value = args
@@ -287,11 +313,11 @@ def _dict_schema(tp: Any, args: tuple[Any, ...], seen: tuple[type, ...]) -> dict
         raise _HintError(f"{_hint_name(tp)}: JSON object keys are strings, use dict[str, ...]")
     if value is Any:
         return {"type": "object"}
-    return {"type": "object", "additionalProperties": _hint_schema(value, seen)}
+    return {"type": "object", "additionalProperties": _hint_schema(value, walk)}
 
 
-def _union_schema(args: tuple[Any, ...], seen: tuple[type, ...]) -> dict[str, Any]:
-    branches = [_hint_schema(arg, seen) for arg in args if arg is not _NoneType]
+def _union_schema(args: tuple[Any, ...], walk: _Walk) -> dict[str, Any]:
+    branches = [_hint_schema(arg, walk) for arg in args if arg is not _NoneType]
     if {} in branches:
         return {}  # Any absorbs the other branches, null included
     if len(branches) < len(args):
@@ -336,8 +362,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _typeddict_schema(tp: type, seen: tuple[type, ...]) -> dict[str, Any]:
-    if tp in seen:
+def _typeddict_schema(tp: type, walk: _Walk) -> dict[str, Any]:
+    if tp in walk.inside:
         raise _HintError(f"recursive type {tp.__qualname__} is not supported")
     hints = _class_hints(tp)
     required_keys = set(getattr(tp, "__required_keys__", hints))
@@ -351,22 +377,29 @@ def _typeddict_schema(tp: type, seen: tuple[type, ...]) -> dict[str, Any]:
             required_keys.discard(key)
         elif origin is Required:
             required_keys.add(key)
-        properties[key] = _member_schema(tp, key, hint, seen)
+        properties[key] = _member_schema(tp, key, hint, walk)
         if key in required_keys:
             required.append(key)
-    return _object_schema(properties, required)
+    return _object_schema(properties, required, closed=not walk.returned)
 
 
-def _dataclass_schema(tp: type, seen: tuple[type, ...]) -> dict[str, Any]:
-    if tp in seen:
+def _dataclass_schema(tp: type, walk: _Walk) -> dict[str, Any]:
+    if tp in walk.inside:
         raise _HintError(f"recursive type {tp.__qualname__} is not supported")
     hints = _class_hints(tp)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for field in dataclasses.fields(tp):
+        if walk.returned:
+            # dataclasses.asdict writes every field, whatever __init__ takes.
+            properties[field.name] = _member_schema(
+                tp, field.name, hints.get(field.name, Any), walk
+            )
+            required.append(field.name)
+            continue
         if not field.init:
             continue
-        schema = _member_schema(tp, field.name, hints.get(field.name, Any), seen)
+        schema = _member_schema(tp, field.name, hints.get(field.name, Any), walk)
         if field.default is not dataclasses.MISSING:
             serializable, default = _json_default(field.default)
             if serializable:
@@ -374,7 +407,7 @@ def _dataclass_schema(tp: type, seen: tuple[type, ...]) -> dict[str, Any]:
         elif field.default_factory is dataclasses.MISSING:
             required.append(field.name)
         properties[field.name] = schema
-    return _object_schema(properties, required)
+    return _object_schema(properties, required, closed=not walk.returned)
 
 
 def _class_hints(tp: type) -> dict[str, Any]:
@@ -384,17 +417,15 @@ def _class_hints(tp: type) -> dict[str, Any]:
         raise _HintError(f"cannot resolve the type hints of {tp.__qualname__}: {exc}") from None
 
 
-def _member_schema(owner: type, key: str, hint: Any, seen: tuple[type, ...]) -> dict[str, Any]:
+def _member_schema(owner: type, key: str, hint: Any, walk: _Walk) -> dict[str, Any]:
     try:
-        return _hint_schema(hint, (*seen, owner))
+        return _hint_schema(hint, walk.into(owner))
     except TypeError as exc:
         raise _HintError(f"field {key!r} of {owner.__qualname__}: {exc}") from None
 
 
-def _annotated_schema(
-    base: Any, metadata: tuple[Any, ...], seen: tuple[type, ...]
-) -> dict[str, Any]:
-    schema = _hint_schema(base, seen)
+def _annotated_schema(base: Any, metadata: tuple[Any, ...], walk: _Walk) -> dict[str, Any]:
+    schema = _hint_schema(base, walk)
     description: str | None = None
     keywords: dict[str, Any] = {}
     for item in metadata:

@@ -11,6 +11,11 @@
 
 A parameter annotated :class:`Context` is not an argument: the runner passes a
 context through which a long tool reports progress (seen by ``redeem``).
+
+A return annotation that describes a JSON object (a TypedDict, a dataclass,
+``dict[str, int]``) also gives the tool an ``output_schema``, which MCP lists as
+``outputSchema``: such a return is sent as ``structuredContent`` (see
+:mod:`mcplite.mcp.render`), and MCP clients check it against that schema.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
+from .content import BLOCK_TYPES
 from .context import LOG_LEVELS, Caller, RequestContext
-from .hints import schema_for_function
+from .hints import schema_for_function, schema_for_type
+from .outcomes import OUTCOME_TYPES, Partial, Promised
 from .schema import Checker, FieldError, SchemaError, compile_schema
 
 __all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Progress", "Tool", "Tools"]
@@ -173,6 +180,9 @@ class Tool:
     #: that did not declare them gets -32021 before the tool runs.
     requires: dict[str, Any] | None = None
     converters: dict[str, Converter] = field(default_factory=dict)
+    #: The JSON Schema of the ``structuredContent`` of every answer (MCP's
+    #: ``outputSchema``), given or made from the return annotation; None: no promise.
+    output_schema: dict[str, Any] | None = None
 
     def arguments(self, checked: dict[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments as the function declared them (Enum, dataclass).
@@ -292,6 +302,68 @@ def _converters(fn: Callable[..., Any], skip: str | None) -> dict[str, Converter
     return out
 
 
+def _output_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
+    """The schema of what ``fn`` returns, when its return annotation promises an
+    answer that is sent as ``structuredContent`` (see :mod:`mcplite.mcp.render`):
+    a JSON object that can never be taken for a content block.  None otherwise
+    (no annotation, ``str``, a list, a union, an outcome, a stream, an
+    annotation with no JSON Schema), and the tool is listed without one.
+    """
+    if kind is not Kind.ASYNC and kind is not Kind.SYNC:
+        return None
+    try:
+        hint = typing.get_type_hints(fn, include_extras=True).get("return")
+    except Exception:  # a partial, a callable object, an unresolvable name
+        return None
+    base = hint
+    while typing.get_origin(base) is typing.Annotated:
+        base = typing.get_args(base)[0]
+    if base is None or (isinstance(base, type) and issubclass(base, _NOT_DATA)):
+        return None
+    try:
+        schema = schema_for_type(hint, returned=True)
+    except TypeError:
+        return None
+    if schema.get("type") != "object" or not _never_a_block(schema):
+        return None
+    return schema
+
+
+#: What a tool returns that is not its data: an outcome is rendered as itself.
+_NOT_DATA = (*OUTCOME_TYPES, Promised, Partial)
+
+
+def _never_a_block(schema: Mapping[str, Any]) -> bool:
+    """Whether no object of ``schema`` has a ``type`` naming a content block: such a
+    dict is sent as that block, with no ``structuredContent``."""
+    properties = schema.get("properties")
+    if properties is not None:  # a TypedDict or a dataclass: its own keys only
+        return "type" not in properties or not _may_name_a_block(properties["type"])
+    values = schema.get("additionalProperties")  # dict[str, X]
+    return isinstance(values, Mapping) and not _may_name_a_block(values)
+
+
+def _may_name_a_block(schema: Mapping[str, Any]) -> bool:
+    if "enum" in schema:
+        return any(value in BLOCK_TYPES for value in schema["enum"] if isinstance(value, str))
+    if "anyOf" in schema:
+        return any(_may_name_a_block(branch) for branch in schema["anyOf"])
+    kinds = schema.get("type")
+    if kinds is None:
+        return True  # Any
+    return "string" in ([kinds] if isinstance(kinds, str) else kinds)
+
+
+def _given_output_schema(schema: Any) -> dict[str, Any]:
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ValueError(
+            f'output_schema must be a JSON Schema with "type": "object" '
+            f"(structuredContent is an object), not {schema!r}"
+        )
+    compile_schema(schema)  # a malformed schema fails here, as an input schema does
+    return schema
+
+
 def _kind(fn: Callable[..., Any]) -> Kind:
     if inspect.isasyncgenfunction(fn):
         return Kind.STREAM
@@ -317,6 +389,7 @@ class Tools:
         type: str | None = None,
         description: str | None = None,
         schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
@@ -329,18 +402,22 @@ class Tools:
         type: str | None = None,
         description: str | None = None,
         schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (``@tools.tool``) or with options.
 
         ``name`` defaults to the function's name, ``description`` to its docstring,
-        ``schema`` (a hand-written ``inputSchema``) to one generated from the type
-        hints.  ``promise_after`` overrides the server's promise deadline in seconds
-        (:data:`ALWAYS`, :data:`NEVER`).  ``requires`` names the MCP client capabilities
-        the tool needs (answered -32021 to a client that lacks them).  Raises
-        ``ValueError`` for a duplicate name or a malformed schema, ``TypeError`` for a
-        signature that cannot be described.
+        ``schema`` (a hand-written ``inputSchema``, JSON Schema 2020-12 with local
+        ``$ref`` allowed, listed exactly as given) to one generated from the type
+        hints.  ``output_schema`` (MCP's ``outputSchema``, an object schema) defaults
+        to one generated from a return annotation that describes a JSON object;
+        ``False`` lists none.  ``promise_after`` overrides the server's promise
+        deadline in seconds (:data:`ALWAYS`, :data:`NEVER`).  ``requires`` names the
+        MCP client capabilities the tool needs (answered -32021 to a client that lacks
+        them).  Raises ``ValueError`` for a duplicate name or a malformed schema,
+        ``TypeError`` for a signature that cannot be described.
         """
 
         def register(f: F) -> F:
@@ -350,6 +427,7 @@ class Tools:
                 type=type,
                 description=description,
                 schema=schema,
+                output_schema=output_schema,
                 promise_after=promise_after,
                 requires=requires,
             )
@@ -365,6 +443,7 @@ class Tools:
         type: str | None = None,
         description: str | None = None,
         schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
     ) -> Tool:
@@ -381,6 +460,11 @@ class Tools:
         if schema is None:
             skip = (ctx_param,) if ctx_param else ()
             schema = schema_for_function(fn, skip=skip)
+        kind = _kind(fn)
+        if output_schema is None:
+            output_schema = _output_schema(fn, kind)
+        elif output_schema is not False:
+            output_schema = _given_output_schema(output_schema)
         doc = inspect.getdoc(fn) or ""
         tool = Tool(
             name=tool_name,
@@ -388,12 +472,13 @@ class Tools:
             description=description if description is not None else doc,
             input_schema=schema,
             checker=compile_schema(schema),
-            kind=_kind(fn),
+            kind=kind,
             type=type,
             context_param=ctx_param,
             promise_after=promise_after,
             requires=requires,
             converters=_converters(fn, ctx_param) if generated else {},
+            output_schema=output_schema or None,
         )
         self._tools[tool_name] = tool
         return tool

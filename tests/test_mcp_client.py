@@ -14,7 +14,8 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
 
 import mcp_types as types
 import pytest
@@ -301,6 +302,92 @@ async def test_several_input_requests_are_answered_in_one_round(
     assert sorted(asked) == ["Your city?", "Your name?"]
     assert result.is_error is False
     assert only_text(result) == "Ada from Turin (asked-once)"
+
+
+# --- outputSchema and JSON Schema 2020-12, checked by the client itself ----------------------
+
+
+@dataclass
+class Forecast:
+    city: str
+    celsius: float
+    tags: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+class Totals(TypedDict):
+    count: int
+    mean: NotRequired[float]
+
+
+#: A hand-written 2020-12 inputSchema: $defs, $anchor, $ref, if/then/else.
+CONTACT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object"}},
+    "properties": {"address": {"$ref": "#/$defs/address"}, "phone": {"type": "string"}},
+    "if": {"required": ["address"]},
+    "then": {"required": ["phone"]},
+    "additionalProperties": False,
+}
+
+
+def shaped_tools() -> Tools:
+    tools = Tools()
+
+    @tools.tool
+    async def forecast(city: str) -> Forecast:
+        """A dataclass answer: structuredContent with an outputSchema."""
+        return Forecast(city, 21.5, ["sunny"])
+
+    @tools.tool
+    def totals(values: list[float]) -> Totals:
+        """A TypedDict answer."""
+        return {"count": len(values), "mean": sum(values) / len(values)}
+
+    @tools.tool
+    def broken(city: str) -> Forecast:
+        """Says Forecast, answers something else: the client must notice."""
+        return {"city": city}  # type: ignore[return-value]
+
+    @tools.tool(schema=CONTACT_SCHEMA)
+    def contact(**arguments: Any) -> str:
+        return "noted"
+
+    return tools
+
+
+async def test_the_client_validates_structured_content_against_the_output_schema(
+    era: str,
+) -> None:
+    server = start_server(shaped_tools(), make_config())
+    try:
+        async with connected(server.port, era) as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            forecast = await client.call_tool("forecast", {"city": "Turin"})
+            totals = await client.call_tool("totals", {"values": [1, 2, 3]})
+            with pytest.raises(RuntimeError, match="Invalid structured content"):
+                await client.call_tool("broken", {"city": "Turin"})
+            noted = await client.call_tool("contact", {"address": {}, "phone": "555"})
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("contact", {"address": {}})
+    finally:
+        server.stop()
+    schema = listed["forecast"].output_schema
+    assert schema is not None
+    assert schema["required"] == ["city", "celsius", "tags", "note"]
+    assert listed["contact"].output_schema is None
+    assert listed["contact"].input_schema == CONTACT_SCHEMA  # exactly as written
+    assert forecast.structured_content == {
+        "city": "Turin",
+        "celsius": 21.5,
+        "tags": ["sunny"],
+        "note": None,
+    }
+    assert totals.structured_content == {"count": 3, "mean": 2.0}
+    assert only_text(noted) == "noted"
+    assert refused.value.code == -32602
+    assert "phone" in refused.value.message
 
 
 # --- the real command ----------------------------------------------------------------------

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import datetime
 import enum
+import json
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import pytest
 from conftest import serve
 
-from mcplite import ALWAYS, NEVER, Context, Dispatcher, Field, InvalidParams, Tools
-from mcplite.outcomes import ResponseType
+from mcplite import ALWAYS, NEVER, Context, Dispatcher, Failure, Field, InvalidParams, Tools
+from mcplite.jsonrpc import encode
+from mcplite.mcp.render import call_result
+from mcplite.outcomes import Answer, Elicitation, InputRequired, MoreResources, ResponseType
+from mcplite.schema import compile_schema
 from mcplite.tools import Kind, Tool
 
 
@@ -509,3 +516,299 @@ async def test_a_dataclass_that_refuses_its_values_gives_invalid_params_for_that
     assert error["field"] == "window"
     assert "ends before it starts" in error["message"]
     assert ran == []
+
+
+# --- hand-written JSON Schema 2020-12 -----------------------------------------------------
+
+#: The conformance suite's 2020-12 schema: $defs, $anchor, $ref, allOf/anyOf, if/then/else.
+CONTACT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+async def test_a_2020_12_schema_with_refs_is_listed_as_given_and_checks_the_arguments(
+    dispatchers: list[Dispatcher],
+) -> None:
+    tools = Tools()
+    schema = copy.deepcopy(CONTACT_SCHEMA)
+
+    @tools.tool(schema=schema)
+    async def contact(**arguments: Any) -> str:
+        return ", ".join(sorted(arguments))
+
+    dispatcher = serve(dispatchers, tools)
+    [listed] = [d for d in dispatcher.tool_definitions() if d["name"] == "contact"]
+    assert listed["inputSchema"] is schema
+    assert schema == CONTACT_SCHEMA  # registering and calling leave it as it was
+
+    result = await dispatcher.call("contact", {"contactMethod": "phone", "phone": "555"})
+    assert result.to_json()["content"] == [{"type": "text", "text": "contactMethod, phone"}]
+    with pytest.raises(InvalidParams) as caught:
+        await dispatcher.call("contact", {"email": "a@b", "address": {"city": 75}})
+    assert caught.value.data is not None
+    assert [e["field"] for e in caught.value.data["errors"]] == ["address.city"]
+    assert schema == CONTACT_SCHEMA
+
+
+def test_a_schema_with_a_remote_ref_is_refused_at_registration() -> None:
+    tools = Tools()
+
+    async def mail(**arguments: Any) -> str:
+        return "sent"
+
+    remote = {"type": "object", "properties": {"to": {"$ref": "https://example.com/address.json"}}}
+    with pytest.raises(ValueError, match="remote ones are not fetched"):
+        tools.add(mail, schema=remote)
+    assert "mail" not in tools
+
+
+# --- the output schema (MCP outputSchema) ---------------------------------------------------
+
+
+@dataclass
+class Forecast:
+    city: str
+    celsius: float
+    depth: Depth = Depth.QUICK
+    window: Window | None = None
+    tags: tuple[str, ...] = ()
+    source: str = dataclasses.field(default="model", init=False)
+
+
+class Totals(TypedDict):
+    count: int
+    mean: NotRequired[float]
+
+
+class Member(TypedDict):
+    type: Literal["user", "group"]
+    name: str
+
+
+class Labelled(TypedDict):
+    type: str  # "text" would make the answer a content block, sent without structuredContent
+
+
+FORECAST_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "celsius": {"type": "number"},
+        "depth": {"type": "string", "enum": ["quick", "full"]},
+        "window": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "start": {"type": "integer"},
+                        "end": {"type": "integer"},
+                        "depth": {"type": "string", "enum": ["quick", "full"]},
+                    },
+                    "required": ["start", "end", "depth"],
+                },
+                {"type": "null"},
+            ]
+        },
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "source": {"type": "string"},
+    },
+    "required": ["city", "celsius", "depth", "window", "tags", "source"],
+}
+
+
+def output_schema_of(fn: Any, **options: Any) -> dict[str, Any] | None:
+    return Tools().add(fn, **options).output_schema
+
+
+def test_a_dataclass_return_gives_the_schema_of_every_field_as_it_is_sent() -> None:
+    async def forecast(city: str) -> Forecast:
+        return Forecast(city, 21.5)
+
+    # dataclasses.asdict writes every field (init=False too), so all are required;
+    # other keys are not refused: the schema describes an answer, not arguments.
+    assert output_schema_of(forecast) == FORECAST_OUTPUT
+
+
+@pytest.mark.parametrize(
+    ("hint", "expected"),
+    [
+        (
+            Totals,
+            {
+                "type": "object",
+                "properties": {"count": {"type": "integer"}, "mean": {"type": "number"}},
+                "required": ["count"],
+            },
+        ),
+        (dict[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
+        (
+            Annotated[Totals, "The totals"],
+            {
+                "type": "object",
+                "properties": {"count": {"type": "integer"}, "mean": {"type": "number"}},
+                "required": ["count"],
+                "description": "The totals",
+            },
+        ),
+        (
+            Member,
+            {
+                "type": "object",
+                "properties": {
+                    "type": {"type": "string", "enum": ["user", "group"]},
+                    "name": {"type": "string"},
+                },
+                "required": ["type", "name"],
+            },
+        ),
+    ],
+    ids=["TypedDict", "dict[str, int]", "Annotated", "a type that names no content block"],
+)
+def test_a_return_annotation_of_a_json_object_gives_its_output_schema(
+    hint: Any, expected: dict[str, Any]
+) -> None:
+    def tool() -> Any:
+        return {}
+
+    tool.__annotations__["return"] = hint
+    assert output_schema_of(tool) == expected
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        str,
+        int,
+        list[int],
+        list[dict[str, Any]],
+        dict[str, Any],
+        dict,
+        dict[str, str],
+        Forecast | None,
+        Forecast | Failure,
+        Forecast | str,
+        Labelled,
+        Answer,
+        Elicitation,
+        MoreResources,
+        InputRequired,
+        datetime.datetime,
+    ],
+    ids=lambda hint: repr(hint).replace("typing.", "").replace("tests.test_tools.", ""),
+)
+def test_no_output_schema_when_the_answer_may_not_be_structured_content(hint: Any) -> None:
+    # A union may answer None, text or an outcome; a list becomes {"result": [...]}; a
+    # dict that may have "type": "text" may be a content block: none of them has a
+    # fixed object shape, so an MCP client must not be told to expect one.
+    def tool() -> Any:
+        return None
+
+    tool.__annotations__["return"] = hint
+    assert output_schema_of(tool) is None
+
+
+def test_no_output_schema_without_a_return_annotation_or_for_a_stream() -> None:
+    def plain():  # type: ignore[no-untyped-def]
+        return {"a": 1}
+
+    async def streaming() -> AsyncIterator[Totals]:
+        yield {"count": 1}
+
+    assert output_schema_of(plain) is None
+    assert output_schema_of(streaming) is None
+
+
+def test_an_explicit_output_schema_wins_and_false_lists_none() -> None:
+    wrapped = {
+        "type": "object",
+        "properties": {"result": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["result"],
+    }
+
+    async def evens(n: int) -> list[int]:
+        return list(range(0, n, 2))
+
+    async def forecast(city: str) -> Forecast:
+        return Forecast(city, 21.5)
+
+    assert output_schema_of(evens, output_schema=wrapped) is wrapped
+    assert output_schema_of(forecast, output_schema=False) is None
+
+
+@pytest.mark.parametrize(
+    ("schema", "match"),
+    [
+        ({"type": "array"}, '"type": "object"'),
+        ([], '"type": "object"'),
+        ({"type": "object", "properties": {"x": {"type": "nope"}}}, "unknown type 'nope'"),
+        ({"type": "object", "properties": {"x": {"$ref": "other.json"}}}, "not in this schema"),
+    ],
+)
+def test_a_bad_explicit_output_schema_raises_value_error(schema: Any, match: str) -> None:
+    tools = Tools()
+
+    async def report() -> str:
+        return "ok"
+
+    with pytest.raises(ValueError, match=match):
+        tools.add(report, output_schema=schema)
+    assert "report" not in tools
+
+
+def test_the_mcp_lite_definition_has_no_output_schema() -> None:
+    async def forecast(city: str) -> Forecast:
+        return Forecast(city, 21.5)
+
+    tool = Tools().add(forecast)
+    assert tool.output_schema is not None
+    assert list(tool.definition()) == ["name", "description", "inputSchema"]
+
+
+async def test_the_structured_content_of_a_call_matches_the_generated_output_schema(
+    dispatchers: list[Dispatcher],
+) -> None:
+    tools = Tools()
+
+    @tools.tool
+    async def forecast(city: str) -> Forecast:
+        return Forecast(city, 21.5, Depth.FULL, Window(1, 2), ("sunny", "dry"))
+
+    @tools.tool
+    def totals(values: list[float]) -> Totals:
+        return {"count": len(values)}
+
+    @tools.tool
+    def counts(words: list[str]) -> dict[str, int]:
+        return {word: len(word) for word in words}
+
+    dispatcher = serve(dispatchers, tools)
+    for name, arguments in [
+        ("forecast", {"city": "Turin"}),
+        ("totals", {"values": [1.5, 2]}),
+        ("counts", {"words": ["type", "text"]}),
+    ]:
+        tool = tools.get(name)
+        assert tool is not None and tool.output_schema is not None
+        rendered = call_result(await dispatcher.call(name, arguments))
+        structured = json.loads(encode(rendered["structuredContent"]))  # as it is sent
+        assert compile_schema(tool.output_schema)(structured) == structured

@@ -5,7 +5,9 @@ becomes here a ``CallToolResult``:
 
 - a tool that returned plain data (a dict, list, number, dataclass) gets one
   text block holding its JSON and the data as ``structuredContent`` (an object:
-  anything else is wrapped as ``{"result": ...}``);
+  anything else is wrapped as ``{"result": ...}``); a tool whose return
+  annotation fixes that object's shape lists it as ``outputSchema``
+  (:attr:`mcplite.tools.Tool.output_schema`, which relies on this rule);
 - otherwise the content items that are MCP content blocks pass as they are, a
   string is a text block, any other value a text block of its JSON;
 - a failure is ``isError: true`` with its message as text;

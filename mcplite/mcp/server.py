@@ -325,7 +325,7 @@ class McpServer:
 
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
         tools = [
-            _tool_definition(definition)
+            _tool_definition(definition, self.dispatcher.tool(definition["name"]).output_schema)
             for definition in self.dispatcher.tool_definitions(request.context)
             if definition.get("@type") != "system"  # redeem and cancel: MCP has tasks
         ]
@@ -595,8 +595,14 @@ def _with_elicited(arguments: Any, responses: Mapping[str, Any] | None) -> Any:
     return arguments
 
 
-def _tool_definition(definition: Mapping[str, Any]) -> dict[str, Any]:
+def _tool_definition(
+    definition: Mapping[str, Any], output_schema: dict[str, Any] | None
+) -> dict[str, Any]:
+    """An MCP ``Tool``: the MCP-lite entry without ``@type``, with ``outputSchema``
+    when the tool's answers carry ``structuredContent`` of a known shape."""
     out = {k: v for k, v in definition.items() if k != "@type"}
+    if output_schema is not None:
+        out["outputSchema"] = output_schema
     return out
 
 
