@@ -174,6 +174,38 @@ def test_x_mcp_header(region: str = "<none>") -> str:
     return f"region={region}"
 
 
+#: The suite's schema, verbatim (scenario json-schema-2020-12): tools/list must show
+#: it unchanged, $defs, $anchor, allOf/anyOf and if/then/else included.
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@tools.tool(schema=JSON_SCHEMA_2020_12, description="Tool with JSON Schema 2020-12 features")
+def json_schema_2020_12_tool(**arguments: Any) -> str:
+    return "ok"
+
+
 # -- asking the client: sampling, elicitation, roots ----------------------------------
 
 
