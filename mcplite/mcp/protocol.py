@@ -190,17 +190,25 @@ def check_headers(
             )
 
 
-def check_param_headers(
-    headers: Mapping[str, str], schema: Mapping[str, Any], arguments: Mapping[str, Any]
-) -> None:
-    """``Mcp-Param-*`` headers for arguments whose schema says ``x-mcp-header``."""
+def header_params(schema: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``(argument, header name)`` of each property whose schema says ``x-mcp-header``."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):
-        return
-    for name, prop in properties.items():
-        header = prop.get("x-mcp-header") if isinstance(prop, dict) else None
-        if not isinstance(header, str):
-            continue
+        return ()
+    return tuple(
+        (name, prop["x-mcp-header"])
+        for name, prop in properties.items()
+        if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str)
+    )
+
+
+def check_param_headers(
+    headers: Mapping[str, str],
+    params: tuple[tuple[str, str], ...],
+    arguments: Mapping[str, Any],
+) -> None:
+    """``Mcp-Param-*`` headers for the arguments :func:`header_params` named."""
+    for name, header in params:
         sent = headers.get("mcp-param-" + header.lower())
         value = arguments.get(name)
         if value is None:

@@ -12,7 +12,7 @@ becomes here a ``CallToolResult``:
   string is a text block, any other value a text block of its JSON;
 - a failure is ``isError: true`` with its message as text;
 - a request for more resources is ``isError: true`` too, saying what is needed;
-- mcplite's own ``_meta`` (``response_type``, timestamp, processing time) is kept.
+- ``_meta["mcplite/response_type"]`` says which of MCP-lite's response types it was.
 
 A promise is not rendered here, nor (where the client can be asked) an
 elicitation or an input request: the MCP endpoint turns them into tasks,
@@ -95,5 +95,6 @@ def call_result(result: Result) -> dict[str, Any]:
         }
     else:  # a promise: never rendered as a call result
         raise TypeError("a promise is answered as a task or waited for, not rendered")
-    out["_meta"] = {"mcplite/" + k: v for k, v in result.meta().items()}
+    # The MCP-lite envelope's one field a client acts on; timing stays in MCP-lite.
+    out["_meta"] = {"mcplite/response_type": result.response_type.value}
     return out

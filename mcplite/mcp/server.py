@@ -124,6 +124,7 @@ class McpServer:
         self, dispatcher: Dispatcher, *, name: str = "mcplite", instructions: str | None = None
     ) -> None:
         self.dispatcher = dispatcher
+        self._header_params: dict[str, tuple[tuple[str, str], ...]] = {}
         self.server_info = {"name": name, "version": __version__}
         self.instructions = instructions
         #: Tasks of this process: what MCP needs beyond the promise (see .tasks).
@@ -354,7 +355,14 @@ class McpServer:
             if tool.requires:
                 _require(request.capabilities, tool.requires)
             if request.headers is not None:
-                protocol.check_param_headers(request.headers, tool.input_schema, arguments or {})
+                params_with_headers = self._header_params.get(name)
+                if params_with_headers is None:  # worked out once per tool
+                    params_with_headers = protocol.header_params(tool.input_schema)
+                    self._header_params[name] = params_with_headers
+                if params_with_headers:
+                    protocol.check_param_headers(
+                        request.headers, params_with_headers, arguments or {}
+                    )
         context = request.context
         responses = params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
