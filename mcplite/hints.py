@@ -25,7 +25,8 @@ from collections.abc import Callable, Collection
 from dataclasses import KW_ONLY, dataclass
 from typing import Annotated, Any, Literal, NotRequired, Required, Union
 
-from .schema import _TYPE_OF, _is_bool, _is_finite_number, _json_type, _NoneType
+from .jsonvalues import _TYPE_OF, _json_type, _NoneType
+from .schema import _is_bool, _is_finite_number
 
 __all__ = ["Field", "schema_for_function", "schema_for_type"]
 

@@ -17,15 +17,24 @@ from __future__ import annotations
 
 import copy
 import difflib
-import json
 import math
 import re
-import reprlib
 import typing
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin
+
+from .jsonvalues import (
+    _TYPE_OF,
+    _all_unique,
+    _canonical,
+    _describe,
+    _json_type,
+    _NoneType,
+    _short,
+    _slow_json_type,
+)
+from .schemarefs import Document, bad
 
 __all__ = ["Checker", "FieldError", "SchemaError", "compile_schema"]
 
@@ -71,21 +80,7 @@ _Node = Callable[[Any], Any]
 _Error = tuple[list[str | int], str]
 
 _MAX_ERRORS = 100
-_SHORT = 40
-_NoneType = type(None)
 _TYPE_NAMES = ("string", "integer", "number", "boolean", "null", "array", "object")
-# The JSON type of each Python type a decoded value can have; mcplite.hints maps a
-# scalar type hint through the same table.
-_TYPE_OF: dict[type, str] = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    _NoneType: "null",
-    list: "array",
-    tuple: "array",
-    dict: "object",
-}
 _FAST_TYPE: dict[str, type] = {
     "string": str,
     "integer": int,
@@ -122,7 +117,7 @@ def compile_schema(schema: Mapping[str, Any] | bool) -> Checker:
     (``$schema``, ``$id``, ``title``, ``description``, ``examples``, ...) and
     unknown keywords are ignored.
     """
-    node = _Document(schema).compile(schema, "#")
+    node = Document(schema, _compile).compile(schema, "#")
 
     def check(value: Any) -> Any:
         try:
@@ -158,17 +153,17 @@ def _reject(value: Any) -> Any:
     raise _fail("is not allowed")
 
 
-def _compile(schema: Any, where: str, doc: _Document) -> _Node:
+def _compile(schema: Any, where: str, doc: Document) -> _Node:
     if schema is True:
         return _accept
     if schema is False:
         return _reject
     if not isinstance(schema, Mapping):
-        raise _bad(where, f"a schema must be an object or a boolean, not {_describe(schema)}")
+        raise bad(where, f"a schema must be an object or a boolean, not {_describe(schema)}")
     for keyword in ("$dynamicRef", "$recursiveRef"):
         if keyword in schema:
             # Ignoring a reference would silently accept anything; say so up front.
-            raise _bad(where, f"{keyword} is not supported; use $ref")
+            raise bad(where, f"{keyword} is not supported; use $ref")
     declared = _declared_types(schema, where)
     by_type: dict[str, _Node] = {}
     number = _number_stage(schema, where)
@@ -204,22 +199,18 @@ def _compile(schema: Any, where: str, doc: _Document) -> _Node:
     return _assemble(declared, by_type, tuple(generic))
 
 
-def _bad(where: str, message: str) -> ValueError:
-    return ValueError(f"invalid schema at {where}: {message}")
-
-
 def _declared_types(schema: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
     if "type" not in schema:
         return None
     raw = schema["type"]
     names = [raw] if isinstance(raw, str) else raw
     if not isinstance(names, list) or not names:
-        raise _bad(where, f"'type' must be a type name or a non-empty list of them, not {raw!r}")
+        raise bad(where, f"'type' must be a type name or a non-empty list of them, not {raw!r}")
     for name in names:
         if name not in _TYPE_NAMES:
             close = difflib.get_close_matches(str(name), _TYPE_NAMES, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise _bad(
+            raise bad(
                 where, f"unknown type {name!r}{hint}; expected one of {', '.join(_TYPE_NAMES)}"
             )
     return tuple(dict.fromkeys(names))
@@ -322,26 +313,6 @@ def _assemble(
     return staged_node
 
 
-def _slow_json_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return None
-
-
-def _json_type(value: Any) -> str | None:
-    return _TYPE_OF.get(type(value)) or _slow_json_type(value)
-
-
 # --- keyword readers (compile time) ----------------------------------------
 
 
@@ -350,7 +321,7 @@ def _number_keyword(schema: Mapping[str, Any], key: str, where: str) -> float | 
         return None
     value = schema[key]
     if not _is_finite_number(value):
-        raise _bad(where, f"{key!r} must be a number (draft 2020 form), not {value!r}")
+        raise bad(where, f"{key!r} must be a number (draft 2020 form), not {value!r}")
     return typing.cast(float, value)
 
 
@@ -361,7 +332,7 @@ def _count_keyword(schema: Mapping[str, Any], key: str, where: str) -> int | Non
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if _is_bool(value) or not isinstance(value, int) or value < 0:
-        raise _bad(where, f"{key!r} must be a non-negative integer, not {value!r}")
+        raise bad(where, f"{key!r} must be a non-negative integer, not {value!r}")
     return value
 
 
@@ -412,11 +383,11 @@ def _string_stage(schema: Mapping[str, Any], where: str) -> _Node | None:
         search = None
     else:
         if not isinstance(pattern_text, str):
-            raise _bad(where, f"'pattern' must be a string, not {pattern_text!r}")
+            raise bad(where, f"'pattern' must be a string, not {pattern_text!r}")
         try:
             search = re.compile(pattern_text).search
         except re.error as exc:
-            raise _bad(where, f"'pattern' {pattern_text!r} is not a valid regex: {exc}") from None
+            raise bad(where, f"'pattern' {pattern_text!r} is not a valid regex: {exc}") from None
     if min_length is None and max_length is None and search is None:
         return None
     too_short = f"must be at least {min_length} characters long"
@@ -447,10 +418,10 @@ def _too_many(errors: list[_Error]) -> bool:
     return True
 
 
-def _array_stage(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node | None:
+def _array_stage(schema: Mapping[str, Any], where: str, doc: Document) -> _Node | None:
     items_schema = schema.get("items")
     if isinstance(items_schema, list):
-        raise _bad(where, "'items' as a list (tuple validation) is not supported")
+        raise bad(where, "'items' as a list (tuple validation) is not supported")
     items = None if items_schema is None else doc.child(items_schema, f"{where}/items")
     if items is _accept:
         items = None
@@ -458,7 +429,7 @@ def _array_stage(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node
     max_items = _count_keyword(schema, "maxItems", where)
     unique = schema.get("uniqueItems", False)
     if not isinstance(unique, bool):
-        raise _bad(where, f"'uniqueItems' must be true or false, not {unique!r}")
+        raise bad(where, f"'uniqueItems' must be true or false, not {unique!r}")
     if items is None and min_items is None and max_items is None and not unique:
         return None
     too_few = f"must have at least {min_items} items"
@@ -499,23 +470,23 @@ def _array_stage(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node
 
 
 def _object_stage(
-    schema: Mapping[str, Any], where: str, declared: bool, doc: _Document
+    schema: Mapping[str, Any], where: str, declared: bool, doc: Document
 ) -> _Node | None:
     raw_properties = schema.get("properties", {})
     if not isinstance(raw_properties, Mapping):
-        raise _bad(where, f"'properties' must be an object, not {raw_properties!r}")
+        raise bad(where, f"'properties' must be an object, not {raw_properties!r}")
     properties: dict[str, _Node] = {}
     defaults: list[tuple[str, Any, bool]] = []
     for key, sub in raw_properties.items():
         if not isinstance(key, str):
-            raise _bad(where, f"property names must be strings, not {key!r}")
+            raise bad(where, f"property names must be strings, not {key!r}")
         properties[key] = doc.child(sub, f"{where}/properties/{key}")
         if isinstance(sub, Mapping) and "default" in sub:
             default = copy.deepcopy(sub["default"])
             defaults.append((key, default, isinstance(default, (list, dict))))
     raw_required = schema.get("required", [])
     if not isinstance(raw_required, list) or not all(isinstance(k, str) for k in raw_required):
-        raise _bad(where, f"'required' must be a list of property names, not {raw_required!r}")
+        raise bad(where, f"'required' must be a list of property names, not {raw_required!r}")
     required = tuple(dict.fromkeys(raw_required))
     raw_additional = schema.get("additionalProperties", True)
     forbid = raw_additional is False
@@ -591,7 +562,7 @@ def _constant_set(values: list[Any]) -> tuple[frozenset[str], frozenset[str]]:
 
 def _enum_stage(values: Any, where: str) -> _Node:
     if not isinstance(values, list) or not values:
-        raise _bad(where, f"'enum' must be a non-empty list, not {values!r}")
+        raise bad(where, f"'enum' must be a non-empty list, not {values!r}")
     strings, others = _constant_set(values)
     allowed = ", ".join(_short(v) for v in values)
 
@@ -631,9 +602,9 @@ class _Branches(typing.NamedTuple):
     types: tuple[str, ...] | None  # every branch's declared types, if all declare one
 
 
-def _branches(raw: Any, where: str, doc: _Document) -> _Branches:
+def _branches(raw: Any, where: str, doc: Document) -> _Branches:
     if not isinstance(raw, list) or not raw:
-        raise _bad(where, f"must be a non-empty list of schemas, not {raw!r}")
+        raise bad(where, f"must be a non-empty list of schemas, not {raw!r}")
     branches: list[_Branch] = []
     names: dict[str, None] = {}
     all_typed = True
@@ -742,7 +713,7 @@ def _not(node: _Node) -> _Node:
     return check
 
 
-def _conditional(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node | None:
+def _conditional(schema: Mapping[str, Any], where: str, doc: Document) -> _Node | None:
     """``if``/``then``/``else``: the value is checked by ``then`` when it matches
     ``if``, else by ``else``; without either branch ``if`` decides nothing."""
     condition = _compile(schema["if"], f"{where}/if", doc)
@@ -761,7 +732,7 @@ def _conditional(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node
     return check
 
 
-def _dependencies(schema: Mapping[str, Any], where: str, doc: _Document) -> _Node:
+def _dependencies(schema: Mapping[str, Any], where: str, doc: Document) -> _Node:
     """``dependentRequired`` and ``dependentSchemas``: what an object must also have,
     or also match, when it has a given property."""
     raw_required = schema.get("dependentRequired", {})
@@ -769,13 +740,13 @@ def _dependencies(schema: Mapping[str, Any], where: str, doc: _Document) -> _Nod
         isinstance(names, list) and all(isinstance(name, str) for name in names)
         for names in raw_required.values()
     ):
-        raise _bad(
+        raise bad(
             where, f"'dependentRequired' must map names to lists of names, not {raw_required!r}"
         )
     needs = tuple((key, tuple(names)) for key, names in raw_required.items() if names)
     raw_schemas = schema.get("dependentSchemas", {})
     if not isinstance(raw_schemas, Mapping):
-        raise _bad(where, f"'dependentSchemas' must be an object, not {raw_schemas!r}")
+        raise bad(where, f"'dependentSchemas' must be an object, not {raw_schemas!r}")
     checks = tuple(
         (key, _compile(sub, f"{where}/dependentSchemas/{key}", doc))
         for key, sub in raw_schemas.items()
@@ -800,270 +771,3 @@ def _dependencies(schema: Mapping[str, Any], where: str, doc: _Document) -> _Nod
         return value
 
     return check
-
-
-# --- references ------------------------------------------------------------------
-
-# The keywords whose values are subschemas (2020-12 and the older spellings), for
-# finding every $id and $anchor; a value under any other keyword (enum, const,
-# default, examples) is data, not a schema, even when it looks like one.
-_SUBSCHEMA_MAPS = frozenset(
-    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-)
-_SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
-_SUBSCHEMA_ONE = frozenset(
-    {
-        "additionalProperties",
-        "items",
-        "additionalItems",
-        "contains",
-        "not",
-        "if",
-        "then",
-        "else",
-        "propertyNames",
-        "unevaluatedItems",
-        "unevaluatedProperties",
-    }
-)
-
-
-class _Target:
-    """A ``$ref`` target: compiled once; ``node`` is None while it is being compiled."""
-
-    __slots__ = ("descent", "node")
-
-    def __init__(self, descent: int) -> None:
-        self.descent = descent
-        self.node: _Node | None = None
-
-
-class _Document:
-    """One schema being compiled: where its ``$id`` resources and ``$anchor`` names
-    are, and each ``$ref`` target compiled once.
-
-    ``descent`` counts the open keywords that step into a part of the value
-    (``properties``, ``items``, ``additionalProperties``).  A reference back to a
-    target still being compiled is recursion; with no step into the value since
-    the target began it would loop forever on any value, so it is refused.
-    """
-
-    def __init__(self, root: Any) -> None:
-        self.resources: dict[str, Any] = {}  # absolute URI (no fragment) -> schema
-        self.anchors: dict[tuple[str, str], Any] = {}
-        self.bases: dict[int, str] = {}  # id(schema) -> its base URI
-        self.targets: dict[int, _Target] = {}
-        self.descent = 0
-        self.resources[""] = root
-        self._index(root, "")
-
-    def _index(self, root: Any, base: str) -> None:
-        stack = [(root, base)]
-        while stack:
-            schema, base = stack.pop()
-            if not isinstance(schema, Mapping) or id(schema) in self.bases:
-                continue
-            own_id = schema.get("$id")
-            if isinstance(own_id, str):
-                base = urldefrag(urljoin(base, own_id))[0]
-                self.resources.setdefault(base, schema)
-            self.bases[id(schema)] = base
-            for keyword in ("$anchor", "$dynamicAnchor"):
-                anchor = schema.get(keyword)
-                if isinstance(anchor, str):
-                    self.anchors.setdefault((base, anchor), schema)
-            for key, sub in schema.items():
-                if key in _SUBSCHEMA_MAPS and isinstance(sub, Mapping):
-                    stack.extend((each, base) for each in sub.values())
-                elif key in _SUBSCHEMA_LISTS and isinstance(sub, list):
-                    stack.extend((each, base) for each in sub)
-                elif key in _SUBSCHEMA_ONE:
-                    stack.append((sub, base))
-
-    def child(self, schema: Any, where: str) -> _Node:
-        """Compile the schema of a part of the value (a property, an item)."""
-        self.descent += 1
-        try:
-            return _compile(schema, where, self)
-        finally:
-            self.descent -= 1
-
-    def reference(self, schema: Mapping[str, Any], where: str) -> _Node:
-        """The node of ``schema["$ref"]``, compiled once for every place that refers to it."""
-        ref = schema["$ref"]
-        if not isinstance(ref, str):
-            raise _bad(where, f"'$ref' must be a string, not {ref!r}")
-        base = self.bases.get(id(schema), "")
-        uri, fragment = (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
-        resource = self.resources.get(uri)
-        if resource is None:
-            raise _bad(
-                where,
-                f"$ref {ref!r} is not in this schema; only references inside it "
-                "(#/$defs/name, #anchor) are supported, remote ones are not fetched",
-            )
-        target = self._resolve(resource, unquote(fragment), ref, where)
-        if isinstance(target, bool):
-            return _accept if target else _reject
-        if id(target) not in self.bases:
-            self._index(target, uri)  # a pointer into a place no keyword names
-        known = self.targets.get(id(target))
-        if known is not None:
-            if known.node is not None:
-                return known.node
-            if known.descent == self.descent:
-                raise _bad(where, f"$ref {ref!r} refers to itself without a step into the value")
-            cell = known
-
-            def recurse(value: Any) -> Any:
-                node = cell.node
-                assert node is not None  # set once its compilation ends
-                return node(value)
-
-            return recurse
-        return self.compile(target, ref)
-
-    def compile(self, target: Any, where: str) -> _Node:
-        """Compile a reference target (the root is one: ``"$ref": "#"``) once."""
-        entry = self.targets[id(target)] = _Target(self.descent)
-        entry.node = _compile(target, where, self)
-        return entry.node
-
-    def _resolve(self, resource: Any, fragment: str, ref: str, where: str) -> Any:
-        if not fragment:
-            return resource
-        if not fragment.startswith("/"):
-            uri = self.bases.get(id(resource), "")
-            found = self.anchors.get((uri, fragment))
-            if found is None:
-                raise _bad(where, f"$ref {ref!r}: no $anchor named {fragment!r}")
-            return found
-        node = resource
-        for raw in fragment[1:].split("/"):
-            part = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, Mapping) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise _bad(where, f"$ref {ref!r} does not resolve: nothing at {part!r}")
-        return node
-
-
-# --- value helpers (no recursion deeper than a fixed bound) -------------------
-
-_CLOSE_ARRAY = object()
-_CLOSE_OBJECT = object()
-
-
-class _Key:
-    __slots__ = ("key",)
-
-    def __init__(self, key: Any) -> None:
-        self.key = key
-
-
-def _canonical(value: Any) -> str:
-    """A string equal for JSON-equal values (1 == 1.0, true != 1, key order ignored).
-
-    Iterative, so a deeply nested value cannot exhaust the Python stack.
-    """
-    out: list[str] = []
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        if item is _CLOSE_ARRAY:
-            out.append("],")
-        elif item is _CLOSE_OBJECT:
-            out.append("},")
-        elif isinstance(item, _Key):
-            out.append(f"{_scalar_token(item.key)}:")
-        elif isinstance(item, (list, tuple)):
-            out.append("[")
-            stack.append(_CLOSE_ARRAY)
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            out.append("{")
-            stack.append(_CLOSE_OBJECT)
-            for key in sorted(item, key=repr, reverse=True):
-                stack.append(item[key])
-                stack.append(_Key(key))
-        else:
-            out.append(f"{_scalar_token(item)},")
-    return "".join(out)
-
-
-def _scalar_token(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return hex(value)  # no digit limit, unlike str(int)
-    if isinstance(value, float):
-        return hex(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, str):
-        return repr(str(value))
-    return f"<{type(value).__qualname__} {id(value):#x}>"
-
-
-def _all_unique(values: list[Any]) -> bool:
-    seen: set[Any] = set()
-    for item in values:
-        key = item if type(item) is str else (_canonical(item),)
-        if key in seen:
-            return False
-        seen.add(key)
-    return True
-
-
-def _describe(value: Any, jt: str | None = None) -> str:
-    """``string "10"``: the JSON type name and a short rendering of the value."""
-    if jt is None:
-        jt = _json_type(value)
-    if jt is None:
-        return f"Python {type(value).__qualname__} {reprlib.repr(value)}"
-    if value is None:
-        return "null"
-    return f"{jt} {_short(value)}"
-
-
-def _short(value: Any) -> str:
-    """A JSON-like rendering of value, at most 40 characters."""
-    text = _render(value, _SHORT + 1)
-    if len(text) > _SHORT:
-        text = text[: _SHORT - 3] + "..."
-    return text
-
-
-def _render(value: Any, budget: int) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(str(value[: max(budget, 0)]), ensure_ascii=False)
-    if isinstance(value, int):
-        try:
-            return repr(int(value))
-        except ValueError:  # more digits than sys.get_int_max_str_digits()
-            return f"<{value.bit_length()}-bit integer>"
-    if isinstance(value, float):
-        return repr(float(value))
-    if isinstance(value, (list, tuple, dict)):
-        if budget <= 2:
-            return "[...]" if not isinstance(value, dict) else "{...}"
-        used = 2
-        parts: list[str] = []
-        pairs = value.items() if isinstance(value, dict) else ((None, v) for v in value)
-        for key, item in pairs:
-            if used >= budget:
-                parts.append("...")
-                break
-            prefix = "" if key is None else f"{_render(str(key), budget - used)}: "
-            text = prefix + _render(item, budget - used - len(prefix))
-            parts.append(text)
-            used += len(text) + 2
-        inner = ", ".join(parts)
-        return f"{{{inner}}}" if isinstance(value, dict) else f"[{inner}]"
-    return reprlib.repr(value)
