@@ -10,7 +10,8 @@ The public surface::
     async def search(query: str, limit: Annotated[int, Field(ge=1, le=100)] = 10) -> list[dict]:
         ...
 
-Serve it with ``python -m mcplite serve mymodule:tools``.
+Serve it with ``python -m mcplite serve mymodule:tools``; the module's ``prompts``
+(:class:`Prompts`) and ``resources`` (:class:`Resources`) are served on MCP too.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
         ResponseType,
     )
     from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
+    from .prompts import Message, Prompt, Prompts
+    from .resources import Resource, ResourceNotFound, Resources, ResourceTemplate
     from .tools import ALWAYS, NEVER, Context, Tool, Tools
 
 # Names load on first use (PEP 562), so that ``import mcplite.client`` does not
@@ -85,6 +88,13 @@ _HOMES = {
     "PromiseRecord": "promises",
     "PromiseStatus": "promises",
     "PromiseStore": "promises",
+    "Message": "prompts",
+    "Prompt": "prompts",
+    "Prompts": "prompts",
+    "Resource": "resources",
+    "ResourceNotFound": "resources",
+    "ResourceTemplate": "resources",
+    "Resources": "resources",
     "ALWAYS": "tools",
     "NEVER": "tools",
     "Context": "tools",
@@ -124,6 +134,7 @@ __all__ = [
     "InvalidToken",
     "MCPLiteError",
     "MemoryStore",
+    "Message",
     "MethodNotFound",
     "MoreResources",
     "Overloaded",
@@ -134,7 +145,13 @@ __all__ = [
     "PromiseStatus",
     "PromiseStore",
     "Promised",
+    "Prompt",
+    "Prompts",
     "RequestContext",
+    "Resource",
+    "ResourceNotFound",
+    "ResourceTemplate",
+    "Resources",
     "ResponseType",
     "Result",
     "Tool",

@@ -7,7 +7,9 @@ Also ``python -m mcplite tools URL`` and ``python -m mcplite call URL NAME k=v``
 the client commands of :mod:`mcplite.client.cli`.
 
 ``MODULE:ATTR`` names a :class:`~mcplite.Tools` registry; ``MODULE`` alone looks
-for the attribute ``tools``.  SIGINT/SIGTERM stop accepting, give in-flight
+for the attribute ``tools``.  The module's ``prompts`` (a :class:`~mcplite.Prompts`)
+and ``resources`` (a :class:`~mcplite.Resources`) attributes, when it has them,
+are served on the MCP endpoint and on stdio too.  SIGINT/SIGTERM stop accepting, give in-flight
 calls ``--grace`` seconds, then cancel what is left, and exit 0.
 """
 
@@ -20,10 +22,13 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._version import __version__
 from .config import Config
+from .prompts import Prompts
+from .resources import Resources
 from .serve import ServeError, serve
 from .tools import Tools
 
@@ -275,6 +280,30 @@ def _add_process_options(group: Any, d: Config, *, grace_help: str, access_log_h
     group.add_argument("--no-access-log", action="store_true", help=access_log_help)
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What a module serves: its tools, and its prompts and resources if it has them."""
+
+    tools: Tools
+    prompts: Prompts | None = None
+    resources: Resources | None = None
+
+
+def load_served(target: str) -> Served:
+    """Import ``MODULE[:ATTR]``: its Tools registry, and the module's ``prompts`` and
+    ``resources`` attributes when they are a Prompts and a Resources registry;
+    raises :class:`CliError`."""
+    tools = load_tools(target)
+    module = sys.modules[target.partition(":")[0]]
+    prompts = getattr(module, "prompts", None)
+    resources = getattr(module, "resources", None)
+    return Served(
+        tools,
+        prompts if isinstance(prompts, Prompts) else None,
+        resources if isinstance(resources, Resources) else None,
+    )
+
+
 def load_tools(target: str) -> Tools:
     """Import ``MODULE[:ATTR]`` and return its registry; raises :class:`CliError`."""
     module_name, _, attr = target.partition(":")
@@ -347,15 +376,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "serve":
-            tools = load_tools(args.target)
-            asyncio.run(serve(tools, _config(args)))
+            served = load_served(args.target)
+            asyncio.run(
+                serve(
+                    served.tools,
+                    _config(args),
+                    prompts=served.prompts,
+                    resources=served.resources,
+                )
+            )
         elif args.command == "stdio":
             from .mcp.stdio import serve_stdio, take_stdio
 
             # Before the import: a print() at import time must not reach the protocol.
             pipes = take_stdio()
-            tools = load_tools(args.target)
-            asyncio.run(serve_stdio(tools, _stdio_config(args), pipes))
+            served = load_served(args.target)
+            config = _stdio_config(args)
+            asyncio.run(
+                serve_stdio(
+                    served.tools,
+                    config,
+                    pipes,
+                    prompts=served.prompts,
+                    resources=served.resources,
+                )
+            )
     except (CliError, ServeError) as exc:
         print(f"mcplite: error: {exc}", file=sys.stderr)
         return exc.status

@@ -19,6 +19,8 @@ from ._version import __version__
 from .bindings import Binding
 from .config import Config
 from .dispatch import Dispatcher
+from .prompts import Prompts
+from .resources import Resources
 from .tools import Tools
 
 __all__ = ["ServeError", "fit_connections_to_fd_limit", "raise_fd_limit", "resolve_secret", "serve"]
@@ -50,9 +52,16 @@ def resolve_secret(config: Config) -> Config:
     return dataclasses.replace(config, secret=secrets.token_bytes(32))
 
 
-async def serve(tools: Tools, config: Config) -> None:
+async def serve(
+    tools: Tools,
+    config: Config,
+    *,
+    prompts: Prompts | None = None,
+    resources: Resources | None = None,
+) -> None:
     """Run every enabled binding until SIGINT/SIGTERM, then shut down gracefully:
-    drain every binding within ``config.grace``, close them, close the core."""
+    drain every binding within ``config.grace``, close them, close the core.
+    ``prompts`` and ``resources`` are served on the MCP endpoint."""
     if config.http is None and config.grpc is None:
         raise ServeError("both bindings are off: nothing to serve")
     config = resolve_secret(config)
@@ -66,7 +75,7 @@ async def serve(tools: Tools, config: Config) -> None:
 
     bindings: list[Binding] = []
     try:
-        for binding, address in _bindings(dispatcher, config):
+        for binding, address in _bindings(dispatcher, config, prompts, resources):
             host, port = address
             _guard_accept(await _listen(binding, host, port))
             bindings.append(binding)
@@ -88,13 +97,19 @@ async def serve(tools: Tools, config: Config) -> None:
     log.info("stopped")
 
 
-def _bindings(dispatcher: Dispatcher, config: Config) -> list[tuple[Binding, tuple[str, int]]]:
+def _bindings(
+    dispatcher: Dispatcher,
+    config: Config,
+    prompts: Prompts | None = None,
+    resources: Resources | None = None,
+) -> list[tuple[Binding, tuple[str, int]]]:
     """Each enabled binding with its address (gRPC is imported only when served)."""
     from .http import HttpServer
 
     out: list[tuple[Binding, tuple[str, int]]] = []
     if config.http is not None:
-        out.append((HttpServer(dispatcher, config), config.http))
+        http = HttpServer(dispatcher, config, prompts=prompts, resources=resources)
+        out.append((http, config.http))
     if config.grpc is not None:
         from .grpc.service import GrpcServer
 

@@ -27,6 +27,8 @@ from ..config import Config
 from ..dispatch import Dispatcher
 from ..jsonrpc import JsonRpc, encode
 from ..mcp.server import McpServer
+from ..prompts import Prompts
+from ..resources import Resources
 from .connection import _CALL, _LIST, _MCP, HttpConnection
 
 __all__ = ["HttpServer"]
@@ -42,7 +44,14 @@ _LAST_WORD = 0.5
 class HttpServer:
     """Serves a :class:`Dispatcher` over HTTP/1.1; start with :meth:`start`."""
 
-    def __init__(self, dispatcher: Dispatcher, config: Config | None = None) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        config: Config | None = None,
+        *,
+        prompts: Prompts | None = None,
+        resources: Resources | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
         self.config = config = config or dispatcher.config
         self.rpc = JsonRpc(dispatcher)
@@ -53,7 +62,7 @@ class HttpServer:
             base + b"/calltools": _CALL,
             base + b"/rpc": _CALL,
         }
-        self.mcp = McpServer(dispatcher)
+        self.mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
         if config.mcp_path is not None:
             self.routes[config.mcp_path.encode()] = _MCP
         #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.

@@ -38,19 +38,22 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._version import __version__
+from ..completion import Completer, complete, completion_result
 from ..context import LOG_LEVELS, Notifier, RequestContext
 from ..dispatch import Dispatcher
 from ..envelope import Result
 from ..errors import (
     ExpiredToken,
+    InternalError,
     InvalidParams,
     InvalidRequest,
     InvalidToken,
@@ -61,6 +64,8 @@ from ..errors import (
 )
 from ..jsonrpc import NO_ID, check_request
 from ..outcomes import Elicitation, Failure, InputRequired, Promised
+from ..prompts import Prompts
+from ..resources import Resources
 from ..tools import Kind
 from . import protocol
 from .protocol import (
@@ -75,6 +80,8 @@ from .render import call_result
 from .tasks import Task, TaskStatus, TaskTable, input_requests
 
 __all__ = ["McpReply", "McpServer", "Sender"]
+
+log = logging.getLogger("mcplite")
 
 Sender = Callable[[dict[str, Any]], None]
 """``send(message)``: put a whole JSON-RPC message on the response's stream."""
@@ -121,9 +128,18 @@ class McpServer:
     """The MCP methods of both revisions over a dispatcher."""
 
     def __init__(
-        self, dispatcher: Dispatcher, *, name: str = "mcplite", instructions: str | None = None
+        self,
+        dispatcher: Dispatcher,
+        *,
+        name: str = "mcplite",
+        instructions: str | None = None,
+        prompts: Prompts | None = None,
+        resources: Resources | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        #: Served beside the dispatcher's tools (None: the methods are not offered).
+        self.prompts = prompts
+        self.resources = resources
         self._header_params: dict[str, tuple[tuple[str, str], ...]] = {}
         self.server_info = {"name": name, "version": __version__}
         self.instructions = instructions
@@ -146,6 +162,21 @@ class McpServer:
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
         }
+        both: dict[str, Callable[[_Request], Coroutine[Any, Any, dict[str, Any]]]] = {}
+        if prompts is not None:
+            both["prompts/list"] = self._list_prompts
+            both["prompts/get"] = self._get_prompt
+        if resources is not None:
+            both["resources/list"] = self._list_resources
+            both["resources/templates/list"] = self._list_templates
+            both["resources/read"] = self._read_resource
+            # 2025 only: updates need a session to be sent on; see _subscribe.
+            self._legacy["resources/subscribe"] = self._subscribe
+            self._legacy["resources/unsubscribe"] = self._subscribe
+        if prompts is not None or resources is not None:
+            both["completion/complete"] = self._complete
+        self._modern.update(both)
+        self._legacy.update(both)
 
     # -- the ladder ---------------------------------------------------------
 
@@ -163,8 +194,13 @@ class McpServer:
     def may_notify(self, message: Any, headers: Mapping[str, str] | None = None) -> bool:
         """Whether answering ``message`` may send something before the result, so
         that it is worth an SSE answer: a 2026 call of a tool that takes a Context
-        or streams; any 2025 call (its tool may need to ask the client)."""
-        if not isinstance(message, dict) or message.get("method") != "tools/call":
+        or streams; any 2025 call (its tool may need to ask the client), and a
+        2025 ``prompts/get`` (its prompt may too)."""
+        if not isinstance(message, dict):
+            return False
+        if message.get("method") == "prompts/get":  # 2025: a prompt may ask the client
+            return self.prompts is not None and not self.is_modern(message, headers)
+        if message.get("method") != "tools/call":
             return False
         if not self.is_modern(message, headers):
             return True
@@ -294,9 +330,18 @@ class McpServer:
     # -- lifecycle and discovery --------------------------------------------
 
     def _capabilities(self, modern: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"tools": {}}
+        if self.prompts is not None:
+            out["prompts"] = {}
+        if self.resources is not None:
+            out["resources"] = {}
+        if self.prompts is not None or self.resources is not None:
+            out["completions"] = {}
         if modern:
-            return {"tools": {}, "extensions": {TASKS_EXTENSION: {}}}
-        return {"tools": {}, "logging": {}}
+            out["extensions"] = {TASKS_EXTENSION: {}}
+        else:
+            out["logging"] = {}
+        return out
 
     async def _discover(self, request: _Request) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -335,6 +380,121 @@ class McpServer:
             out["ttlMs"] = 0
             out["cacheScope"] = "public"
         return out
+
+    # -- prompts, resources, completion -------------------------------------
+
+    async def _list_prompts(self, request: _Request) -> dict[str, Any]:
+        assert self.prompts is not None
+        return _cacheable({"prompts": self.prompts.definitions()}, request, "public")
+
+    async def _get_prompt(self, request: _Request) -> dict[str, Any]:
+        assert self.prompts is not None
+        params = request.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("Invalid params: params.name must be a string")
+        prompt = self.prompts.get(name)
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {name}", {"name": name})
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise InvalidParams("Invalid params: params.arguments must be an object")
+        responses = params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise InvalidParams("Invalid params: inputResponses must be an object")
+        context = request.context
+        owner = f"prompt:{name}"  # a tool's requestState never reaches a prompt
+        state = params.get("requestState")
+        if state is not None:
+            context = dataclasses.replace(context, request_state=self._open_state(owner, state))
+        rendered = await prompt.render(arguments, context)
+        if request.modern:
+            if isinstance(rendered, InputRequired):
+                return self._input_required(owner, rendered, request.capabilities)
+            return rendered
+        # 2025: ask the client on the response's stream, as for a tool (_ask_client).
+        for _ in range(_MAX_ROUNDS):
+            if not isinstance(rendered, InputRequired):
+                return rendered
+            if request.send is None:  # answered as plain JSON: no stream to ask on
+                break
+            answers = await self._asked(input_requests(rendered), request.send)
+            if isinstance(answers, Result):
+                assert isinstance(answers.outcome, Failure)
+                raise InternalError(f"prompt {name!r}: {answers.outcome.message}")
+            context = dataclasses.replace(
+                context, input_responses=answers, request_state=rendered.state
+            )
+            rendered = await prompt.render(arguments, context)
+        raise InternalError(f"prompt {name!r} needs input the client could not be asked for")
+
+    async def _list_resources(self, request: _Request) -> dict[str, Any]:
+        assert self.resources is not None
+        return _cacheable({"resources": self.resources.definitions()}, request, "public")
+
+    async def _list_templates(self, request: _Request) -> dict[str, Any]:
+        assert self.resources is not None
+        templates = self.resources.template_definitions()
+        return _cacheable({"resourceTemplates": templates}, request, "public")
+
+    async def _read_resource(self, request: _Request) -> dict[str, Any]:
+        assert self.resources is not None
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("Invalid params: params.uri must be a string")
+        contents = await self.resources.read(uri, request.context)
+        # Private: a resource function may answer each caller differently.
+        return _cacheable({"contents": contents}, request, "private")
+
+    async def _subscribe(self, request: _Request) -> dict[str, Any]:
+        """2025 ``resources/subscribe`` and ``unsubscribe``: acknowledged, but no
+        ``notifications/resources/updated`` is ever sent: a stateless server has
+        no session to send them on."""
+        assert self.resources is not None
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("Invalid params: params.uri must be a string")
+        return {}
+
+    async def _complete(self, request: _Request) -> dict[str, Any]:
+        params = request.params
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise InvalidParams("Invalid params: params.ref and params.argument must be objects")
+        name, value = argument.get("name"), argument.get("value")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidParams("Invalid params: argument.name and argument.value must be strings")
+        context = params.get("context")
+        given = context.get("arguments") if isinstance(context, dict) else None
+        given = (
+            {k: v for k, v in given.items() if isinstance(v, str)}
+            if isinstance(given, dict)
+            else {}
+        )
+        kind = ref.get("type")
+        completer: Completer | None
+        choices: tuple[str, ...] | None
+        if kind == "ref/prompt" and self.prompts is not None:
+            prompt_name = ref.get("name")
+            prompt = self.prompts.get(prompt_name) if isinstance(prompt_name, str) else None
+            if prompt is None:
+                raise InvalidParams(f"Unknown prompt: {prompt_name}", {"name": prompt_name})
+            completer, choices = prompt.completers.get(name), prompt.choices.get(name)
+        elif kind == "ref/resource" and self.resources is not None:
+            uri = ref.get("uri")
+            template = self.resources.template(uri) if isinstance(uri, str) else None
+            if template is None:  # a fixed resource has nothing to complete
+                return completion_result([])
+            completer, choices = template.completers.get(name), template.choices.get(name)
+        else:
+            raise InvalidParams(f"Invalid params: cannot complete a reference of type {kind!r}")
+        try:
+            values = await complete(completer, choices, value, given)
+        except Exception:
+            log.exception("completing %r failed", name)
+            raise InternalError(f"completing {name!r} failed") from None
+        return completion_result(values)
 
     # -- tools/call ---------------------------------------------------------
 
@@ -569,6 +729,15 @@ class McpServer:
         task = await self._find_task(request)
         await self.tasks.cancel(task)
         return {}
+
+
+def _cacheable(result: dict[str, Any], request: _Request, scope: str) -> dict[str, Any]:
+    """``result`` with the 2026 caching hints (none before): not to be reused
+    without asking again (``ttlMs: 0``), by everyone or this caller only."""
+    if request.modern:
+        result["ttlMs"] = 0
+        result["cacheScope"] = scope
+    return result
 
 
 def _extensions(capabilities: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -55,6 +55,8 @@ from ..errors import (
     ShuttingDown,
 )
 from ..jsonrpc import decode, encode
+from ..prompts import Prompts
+from ..resources import Resources
 from ..serve import resolve_secret
 from ..tools import Tools
 from .server import McpServer
@@ -98,9 +100,17 @@ def take_stdio() -> StdioPipes:
     return pipes
 
 
-async def serve_stdio(tools: Tools, config: Config, pipes: StdioPipes | None = None) -> None:
-    """Serve ``tools`` as MCP on ``pipes`` (default: fds 0 and 1) until the input
-    ends or SIGINT/SIGTERM arrives; then drain within ``config.grace`` and return.
+async def serve_stdio(
+    tools: Tools,
+    config: Config,
+    pipes: StdioPipes | None = None,
+    *,
+    prompts: Prompts | None = None,
+    resources: Resources | None = None,
+) -> None:
+    """Serve ``tools`` (and ``prompts`` and ``resources``, when given) as MCP on
+    ``pipes`` (default: fds 0 and 1) until the input ends or SIGINT/SIGTERM
+    arrives; then drain within ``config.grace`` and return.
 
     The pipes are closed on return.  The promise secret is resolved as ``serve``
     does (``config.secret``, else ``$MCPLITE_SECRET``, else random, with a warning).
@@ -118,7 +128,8 @@ async def serve_stdio(tools: Tools, config: Config, pipes: StdioPipes | None = N
             signals.append(sig)
         except (ValueError, NotImplementedError, RuntimeError):  # not the main thread; Windows
             pass
-    server = StdioServer(McpServer(dispatcher), config)
+    mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
+    server = StdioServer(mcp, config)
     reader = _Input(pipes.stdin, config.max_body_size)
     output = _Output(pipes.stdout)
     try:
