@@ -7,6 +7,15 @@
   the default 5 s promise deadline.
 - ``generate_report``: writes a report section by section, as a stream.
 - ``echo``: returns its text; the benchmark's workload.
+
+On MCP it also serves (``prompts`` and ``resources`` beside ``tools``):
+
+- one resource per corpus section, ``mcplite-demo://corpus/<document_id>``
+  (markdown), and the template ``mcplite-demo://corpus/{document_id}``, whose
+  ``document_id`` completes;
+- the prompts ``explain_section`` (a section embedded, explained for a beginner
+  or an expert) and ``ask_the_corpus`` (a question to answer with
+  ``search_documents``).
 """
 
 from __future__ import annotations
@@ -19,16 +28,21 @@ import statistics
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from importlib import resources
+from importlib import resources as package_files
 from typing import Annotated, Any, Literal
 
+from .. import content
 from ..hints import Field
 from ..outcomes import Elicitation, Failure, MoreResources
+from ..prompts import Prompts
+from ..resources import ResourceNotFound, Resources
 from ..tools import Context, Tools
 
-__all__ = ["tools"]
+__all__ = ["prompts", "resources", "tools"]
 
 tools = Tools()
+prompts = Prompts()
+resources = Resources()
 
 COMPREHENSIVE_STEPS = 6
 STEP_SECONDS = 1.0
@@ -57,7 +71,7 @@ def _terms(text: str) -> list[str]:
 
 
 def _load_corpus() -> list[_Section]:
-    raw = resources.files(__package__).joinpath("corpus.md").read_text(encoding="utf-8")
+    raw = package_files.files(__package__).joinpath("corpus.md").read_text(encoding="utf-8")
     sections = []
     for block in raw.split("\n## ")[1:]:
         title, _, text = block.partition("\n")
@@ -179,3 +193,82 @@ async def generate_report(
         await asyncio.sleep(SECTION_SECONDS)
         heading = f"{topic.title()} Report\n\n{title}" if i == 0 else f"\n\n{title}"
         yield f"{heading}\n{text.format(topic=topic.capitalize())}"
+
+
+# --- MCP prompts and resources: the corpus, section by section -----------------------
+
+CORPUS_URI = "mcplite-demo://corpus/"
+_BY_ID = {section.document_id: section for section in _CORPUS}
+
+
+def _section_markdown(section: _Section) -> str:
+    return f"## {section.title}\n\n{section.text}\n"
+
+
+def _add_section_resource(section: _Section) -> None:
+    def read() -> str:
+        return _section_markdown(section)
+
+    resources.add(
+        read,
+        CORPUS_URI + section.document_id,
+        name=section.document_id,
+        title=section.title,
+        description=f"The corpus section {section.title!r}.",
+        mime_type="text/markdown",
+    )
+
+
+for _section in _CORPUS:
+    _add_section_resource(_section)
+
+
+def _document_ids(value: str) -> list[str]:
+    return [doc_id for doc_id in _BY_ID if doc_id.startswith(value.lower())]
+
+
+@resources.resource(
+    CORPUS_URI + "{document_id}",
+    name="corpus_section",
+    title="A corpus section",
+    mime_type="text/markdown",
+    complete={"document_id": _document_ids},
+)
+def corpus_section(document_id: str) -> str:
+    """A section of the search corpus, by its document id (as search_documents gives it)."""
+    section = _BY_ID.get(document_id)
+    if section is None:
+        raise ResourceNotFound(CORPUS_URI + document_id)
+    return _section_markdown(section)
+
+
+@prompts.prompt(complete={"document_id": _document_ids})
+def explain_section(
+    document_id: Annotated[str, Field(description="A document id, as search_documents gives it")],
+    audience: Annotated[
+        Literal["beginner", "expert"], Field(description="Who the explanation is for")
+    ] = "beginner",
+) -> list[Any]:
+    """Explain one section of the corpus (embedded in the prompt) to a beginner or an expert."""
+    section = _BY_ID.get(document_id)
+    if section is None:
+        raise Failure(f"no section {document_id!r}; search_documents lists the document ids")
+    return [
+        content.embedded(
+            CORPUS_URI + document_id, text=_section_markdown(section), mime_type="text/markdown"
+        ),
+        f"Explain the section above to {'a beginner' if audience == 'beginner' else 'an expert'}"
+        ", in a few sentences.",
+    ]
+
+
+@prompts.prompt
+def ask_the_corpus(
+    question: Annotated[str, Field(description="What you want to know")],
+) -> str:
+    """Answer a question from the corpus, searching it first."""
+    return (
+        f"Answer this question: {question}\n\n"
+        "First call search_documents with a few keywords from it, read the sections it "
+        f"finds (resources {CORPUS_URI}<document_id>), and cite their titles."
+    )

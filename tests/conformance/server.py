@@ -1,4 +1,5 @@
-"""The tools the official MCP conformance suite calls, written with mcplite's public API.
+"""The tools, prompts and resources the official MCP conformance suite uses, written
+with mcplite's public API.
 
 Served by ``tests/test_conformance.py`` as ``python -m mcplite serve server`` (cwd:
 this folder); the names, arguments and texts are the ones the suite's scenarios
@@ -11,19 +12,35 @@ returns :class:`~mcplite.outcomes.InputRequired`, and reads the answers in
 with ``tasks/update``); on 2025-11-25 the server asks the client itself, on the
 call's SSE stream, and calls the tool again with the answers.
 
-Prompts, resources and ``completion/complete`` are not here: mcplite has none yet.
+``serve server`` serves the module's ``prompts`` and ``resources`` beside its
+``tools``; ``completion/complete`` answers from them (no completer here: the suite
+only needs an empty answer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
-from mcplite import ALWAYS, NEVER, Context, Failure, InternalError, Tools, content
+from mcplite import (
+    ALWAYS,
+    NEVER,
+    Context,
+    Failure,
+    InternalError,
+    Message,
+    Prompts,
+    Resources,
+    Tools,
+    content,
+)
 from mcplite.outcomes import InputRequired
 
 tools = Tools()
+prompts = Prompts()
+resources = Resources()
 
 TASKS = "io.modelcontextprotocol/tasks"
 #: A 1x1 PNG and a silent WAV, base64 (the suite's own test data).
@@ -385,8 +402,8 @@ async def test_trigger_tool_change() -> str:
 
 @tools.tool
 async def test_trigger_prompt_change() -> str:
-    """The suite calls it to make the prompt list change; this server has no prompts."""
-    return "This server has no prompts"
+    """The suite calls it to make the prompt list change; this server's list never does."""
+    return "This server's prompt list does not change"
 
 
 # -- tasks (extension io.modelcontextprotocol/tasks) ------------------------------------
@@ -452,3 +469,77 @@ async def test_tool_with_task(ctx: Context) -> str | InputRequired:
         return InputRequired({"user_name": NAME})
     await asyncio.sleep(0.5)
     return f"Hello, {answer.get('name')}! (from a task)"
+
+
+# -- prompts ------------------------------------------------------------------------------
+
+
+@prompts.prompt
+def test_simple_prompt() -> str:
+    """A simple prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@prompts.prompt
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two required arguments."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@prompts.prompt
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[Any]:
+    """A prompt that embeds a resource."""
+    text = "Embedded resource content for testing."
+    return [
+        content.embedded(resourceUri, text=text, mime_type="text/plain"),
+        "Please process the embedded resource above.",
+    ]
+
+
+@prompts.prompt
+def test_prompt_with_image() -> list[Any]:
+    """A prompt with an image."""
+    return [content.image(PNG, "image/png"), Message("user", "Please analyze the image above.")]
+
+
+@prompts.prompt
+def test_input_required_result_prompt(ctx: Context) -> str | InputRequired:
+    """Asks the user for context before it is filled in (2026 input_required)."""
+    answer = accepted(ctx.input_responses.get("user_context"))
+    if answer is None:
+        question = elicit(
+            "What context should the prompt use?", {"context": {"type": "string"}}, ["context"]
+        )
+        return InputRequired({"user_context": question})
+    return f"Prompt with user context: {answer.get('context', '')}"
+
+
+# -- resources ----------------------------------------------------------------------------
+# test://static-text comes first: the caching scenario reads resources[0].
+
+
+@resources.resource("test://static-text", name="Static Text Resource", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@resources.resource("test://static-binary", name="Static Binary Resource", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource (a PNG)."""
+    return base64.b64decode(PNG)
+
+
+@resources.resource("test://watched-resource", name="Watched Resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """The resource the 2025 suite subscribes to."""
+    return "Watched resource content"
+
+
+@resources.resource(
+    "test://template/{id}/data", name="Resource Template", mime_type="application/json"
+)
+def template_data(id: str) -> str:
+    """Data for any id."""
+    data = {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+    return json.dumps(data, separators=(",", ":"))
