@@ -4,7 +4,9 @@ Each test here speaks only the Protocol (create, has_room, complete, set_progres
 get, wait, request_cancel, on_cancel, sweep, close) through the ``store_factory``
 fixture, so a new store (SQLite, Redis) joins the whole file by adding one entry
 to :data:`STORES`.  Records are compared field by field, never by identity: a
-shared store hands out copies.
+shared store hands out copies.  The stores: memory, SQLite (a file of its own per
+store under ``tmp_path``), and Redis (a real ``redis-server`` started once for the
+session, a key prefix of its own per store).
 
 Sections:
 
@@ -22,15 +24,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import hmac
+import os
 import struct
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 import pytest
 from conftest import SECRET, T0, DelegatingStore, FakeClock, make_config, single_changes
+from redis_support import running_redis
 
 from mcplite import (
     ALWAYS,
@@ -49,6 +54,8 @@ from mcplite import (
     UnknownPromise,
 )
 from mcplite.errors import MCPLiteError, PromiseTableFull
+from mcplite.stores.redis import RedisStore
+from mcplite.stores.sqlite import SQLiteStore
 from mcplite.tokens import TokenSealer
 
 WAIT = 5.0  # upper bound of every wait in this file
@@ -90,7 +97,30 @@ def open_memory_store(request: pytest.FixtureRequest, options: StoreOptions) -> 
     return MemoryStore(**options)
 
 
-STORES = [StoreKind("memory", open_memory_store, sweeps_in_background=True)]
+def open_sqlite_store(request: pytest.FixtureRequest, options: StoreOptions) -> PromiseStore:
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    # A file of its own per store: a second store is a restart with an empty table.
+    return SQLiteStore(tmp_path / f"promises-{os.urandom(4).hex()}.sqlite3", **options)
+
+
+def open_redis_store(request: pytest.FixtureRequest, options: StoreOptions) -> PromiseStore:
+    url: str = request.getfixturevalue("redis_url")
+    # Keys of its own per store: a second store is a restart with an empty table.
+    return RedisStore(url, prefix=f"test-{os.urandom(4).hex()}:", **options)
+
+
+STORES = [
+    StoreKind("memory", open_memory_store, sweeps_in_background=True),
+    StoreKind("sqlite", open_sqlite_store, sweeps_in_background=True),
+    StoreKind("redis", open_redis_store, sweeps_in_background=True),
+]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real Redis server for the session (see :mod:`redis_support`)."""
+    with running_redis() as url:
+        yield url
 
 
 @asynccontextmanager

@@ -1,0 +1,523 @@
+"""The Redis promise store: records shared by every process on every host.
+
+Needs the ``redis`` package (``pip install 'mcplite[redis]'``), through its
+asyncio client.  Layout, under a key prefix (``mcplite:`` unless told)::
+
+    {prefix}r:{id-hex}      a hash: tool, owner, inbox, expires_at, status,
+                            progress, result, error (JSON text, see records.py);
+                            its Redis TTL is the record's expiry plus a margin
+    {prefix}expiry          a sorted set of record ids scored by expiry: the
+                            capacity count, and what sweep walks
+    {prefix}done:{id-hex}   a channel: the record left RUNNING (or was dropped)
+    {prefix}inbox:{store}   a channel per store: ids of its running records
+                            that another process cancelled or dropped
+
+Each change of state is one Lua script, so two processes never both win a
+race (complete against cancel, the last free place).  ``wait`` subscribes to
+the record's ``done`` channel and sleeps until a message comes (re-reading the
+record every :data:`WAIT_RECHECK` seconds in case a message was lost during a
+reconnect: a safety net, not a poll).  ``request_cancel`` publishes the id to
+the owner store's inbox, whose reader tells that process's ``on_cancel``
+listeners.  The scripts build keys from the prefix, so the store needs a single
+Redis (or a cluster with every key in one slot through a ``{tag}`` prefix).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, TypeVar
+
+try:
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "the Redis promise store needs the redis package: pip install 'mcplite[redis]'"
+    ) from exc
+
+from ..envelope import Result
+from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from ..promises import CancelListener, PromiseRecord, PromiseStatus
+from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
+
+__all__ = ["RedisStore"]
+
+log = logging.getLogger("mcplite.stores.redis")
+
+T = TypeVar("T")
+
+#: Seconds between two reads of a record a wait is subscribed to (lost messages only).
+WAIT_RECHECK = 1.0
+#: Seconds a record's key outlives its expiry in Redis, so that a sweep (which
+#: stops a running record's task) comes first; the key goes anyway if none does.
+KEY_MARGIN = 60.0
+
+_CREATE = """
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[2], 'tool', ARGV[4], 'owner', ARGV[5], 'inbox', ARGV[6],
+           'expires_at', ARGV[3], 'status', 'running')
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+return 1
+"""
+
+# KEYS[1] the record; ARGV: status, result, error, done channel, inbox prefix, id,
+# the calling store's inbox (told in the process, not through Redis).
+_SET_STATUS = """
+local found = redis.call('HMGET', KEYS[1], 'status', 'inbox')
+if not found[1] then return -1 end
+if found[1] ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[1])
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[3]) end
+redis.call('PUBLISH', ARGV[4], '1')
+if ARGV[1] == 'cancelled' and found[2] ~= ARGV[7] then
+  redis.call('PUBLISH', ARGV[5] .. found[2], ARGV[6])
+end
+return 1
+"""
+
+# KEYS[1] the expiry set; ARGV: now, record prefix, inbox prefix, done prefix, own inbox.
+_SWEEP = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local running = {}
+for _, id in ipairs(ids) do
+  local key = ARGV[2] .. id
+  local found = redis.call('HMGET', key, 'status', 'inbox')
+  if found[1] == 'running' then
+    table.insert(running, id)
+    if found[2] ~= ARGV[5] then redis.call('PUBLISH', ARGV[3] .. found[2], id) end
+  end
+  redis.call('DEL', key)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('PUBLISH', ARGV[4] .. id, '0')
+end
+return {#ids, running}
+"""
+
+_PROGRESS = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'progress', ARGV[1]) end
+return 0
+"""
+
+_FIELDS = ("tool", "owner", "expires_at", "status", "progress", "result", "error")
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # read: an abandoned command's error is not worth a warning
+
+
+class RedisStore:
+    """A :class:`~mcplite.promises.PromiseStore` in Redis (see the module doc)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl: float,
+        max_entries: int,
+        retry_after: float = 1.0,
+        clock: Callable[[], float] = time.time,
+        prefix: str = "mcplite:",
+    ) -> None:
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(url)
+        self._ttl = ttl
+        self._max = max_entries
+        self._retry_after = retry_after
+        self._clock = clock
+        self._prefix = prefix
+        self._expiry_key = f"{prefix}expiry"
+        self._inbox = os.urandom(8).hex()
+        self._inbox_channel = f"{prefix}inbox:{self._inbox}"
+        self._create = self._redis.register_script(_CREATE)
+        self._set_status = self._redis.register_script(_SET_STATUS)
+        self._sweep = self._redis.register_script(_SWEEP)
+        self._progress = self._redis.register_script(_PROGRESS)
+        self._listeners: list[CancelListener] = []
+        self._mine: set[bytes] = set()
+        self._closed = False
+        # Progress is sent in the background, in order, before any later call's command.
+        self._pending_progress: dict[bytes, str] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        # Pub/sub: one connection, one reader task, started on first use.
+        self._pubsub: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._subscribed: dict[str, int] = {}  # channel -> waiters (the inbox: always 1)
+        self._confirmed: dict[str, asyncio.Future[None]] = {}
+        self._sent: dict[str, bool] = {}  # channels whose SUBSCRIBE went out
+        self._waiters: dict[bytes, asyncio.Future[None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._next_sweep: float | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._listening: asyncio.Task[None] | None = None
+
+    async def _call(self, command: Awaitable[T]) -> T:
+        """Run one Redis command so that cancelling the caller cancels it.
+
+        redis-py's asyncio client may swallow a cancel that arrives while a
+        command is under way (it returns the reply instead), which would leave a
+        cancelled redeem waiting on: the command runs as a task of its own behind a
+        shield, and a cancel is raised here, whatever the client does.
+        """
+        task = asyncio.ensure_future(command)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_retrieve)
+            raise
+
+    def _key(self, promise_id: bytes) -> str:
+        return f"{self._prefix}r:{promise_id.hex()}"
+
+    def _done_channel(self, promise_id: bytes) -> str:
+        return f"{self._prefix}done:{promise_id.hex()}"
+
+    async def _ready(self) -> None:
+        if self._closed:
+            raise UnknownPromise()
+        if self._flusher is not None:
+            await asyncio.shield(self._flusher)
+
+    # -- the Protocol -----------------------------------------------------------------
+
+    async def create(self, tool: str, owner: str) -> PromiseRecord:
+        await self._ready()
+        await self._listen()  # cancels from elsewhere must find us before the record does
+        now = self._clock()
+        record = PromiseRecord(os.urandom(16), tool, owner, now + self._ttl)
+        for attempt in range(2):
+            created = await self._call(
+                self._create(
+                    keys=[self._expiry_key, self._key(record.promise_id)],
+                    args=[
+                        self._max,
+                        record.promise_id.hex(),
+                        repr(record.expires_at),
+                        tool,
+                        owner,
+                        self._inbox,
+                        int((self._ttl + KEY_MARGIN) * 1000),
+                    ],
+                )
+            )
+            if created:
+                break
+            if attempt == 0:
+                await self._sweep_now(now)
+        else:
+            raise PromiseTableFull(retry_after=self._retry_after)
+        self._mine.add(record.promise_id)
+        self._schedule_sweep(record.expires_at)
+        return record
+
+    async def has_room(self) -> bool:
+        await self._ready()
+        if await self._call(self._redis.zcard(self._expiry_key)) < self._max:
+            return True
+        await self._sweep_now(self._clock())
+        return bool(await self._call(self._redis.zcard(self._expiry_key)) < self._max)
+
+    async def complete(
+        self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
+    ) -> None:
+        if self._closed:
+            return
+        self._mine.discard(promise_id)
+        await self._ready()
+        await self._set(
+            promise_id,
+            PromiseStatus.DONE,
+            "" if result is None else dump_result(result),
+            "" if error is None else dump_error(error),
+        )
+        self._wake(promise_id)
+
+    def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        self._pending_progress[promise_id] = dump_progress(progress)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
+    async def get(self, promise_id: bytes) -> PromiseRecord:
+        await self._ready()
+        values = await self._call(self._redis.hmget(self._key(promise_id), list(_FIELDS)))
+        if values[3] is None:
+            raise UnknownPromise()
+        tool, owner, expires_at, status, progress, result, error = (
+            v.decode() if isinstance(v, bytes) else v for v in values
+        )
+        assert tool is not None and owner is not None and expires_at and status
+        return PromiseRecord(
+            promise_id,
+            tool,
+            owner,
+            float(expires_at),
+            PromiseStatus(status),
+            load_progress(progress),
+            None if result is None else load_result(result),
+            None if error is None else load_error(error),
+        )
+
+    async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
+        """The record once it is no longer RUNNING, or as it is after ``timeout`` s.
+
+        Woken by a message on the record's ``done`` channel (subscribed before the
+        record is read again, so no change is missed in between).
+        """
+        record = await self.get(promise_id)
+        if record.status is not PromiseStatus.RUNNING or timeout <= 0:
+            return record
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        channel = self._done_channel(promise_id)
+        self._hold(channel)
+        try:
+            await self._subscribe(channel, deadline)
+            record = await self.get(promise_id)
+            while record.status is PromiseStatus.RUNNING:
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                waiter = self._waiters.get(promise_id)
+                if waiter is None or waiter.done():
+                    waiter = self._waiters[promise_id] = loop.create_future()
+                await asyncio.wait((waiter,), timeout=min(left, WAIT_RECHECK))
+                record = await self.get(promise_id)
+        finally:
+            self._release(channel)
+        return record
+
+    async def request_cancel(self, promise_id: bytes) -> bool:
+        await self._ready()
+        changed = await self._set(promise_id, PromiseStatus.CANCELLED, "", "")
+        if changed < 0:
+            raise UnknownPromise()
+        if changed:
+            self._stopped([promise_id])
+        return bool(changed)
+
+    def on_cancel(self, listener: CancelListener) -> None:
+        self._listeners.append(listener)
+
+    async def sweep(self) -> int:
+        await self._ready()
+        return await self._sweep_now(self._clock())
+
+    async def close(self) -> None:
+        """Stop this process's running records (marked CANCELLED for the others), end
+        every wait and the connections; other processes' records stay in Redis."""
+        if self._closed:
+            return
+        mine = list(self._mine)
+        self._stopped(mine)
+        with contextlib.suppress(Exception):
+            if self._flusher is not None:
+                await asyncio.shield(self._flusher)
+        try:
+            for promise_id in mine:
+                await self._set(promise_id, PromiseStatus.CANCELLED, "", "")
+        except RedisError:
+            log.exception("could not mark the running promises cancelled on close")
+        self._closed = True
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in [*self._background, self._reader, self._listening]:
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
+        await self._redis.aclose()
+
+    # -- commands ---------------------------------------------------------------------
+
+    async def _set(self, promise_id: bytes, status: PromiseStatus, result: str, error: str) -> int:
+        changed = await self._call(
+            self._set_status(
+                keys=[self._key(promise_id)],
+                args=[
+                    status.value,
+                    result,
+                    error,
+                    self._done_channel(promise_id),
+                    f"{self._prefix}inbox:",
+                    promise_id.hex(),
+                    self._inbox,
+                ],
+            )
+        )
+        return int(changed)
+
+    async def _sweep_now(self, now: float) -> int:
+        dropped, running = await self._call(
+            self._sweep(
+                keys=[self._expiry_key],
+                args=[
+                    repr(now),
+                    *(f"{self._prefix}{kind}:" for kind in ("r", "inbox", "done")),
+                    self._inbox,
+                ],
+            )
+        )
+        self._stopped(bytes.fromhex(i.decode()) for i in running)
+        return int(dropped)
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending_progress:
+                pending, self._pending_progress = self._pending_progress, {}
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for promise_id, progress in pending.items():
+                        await self._progress(
+                            keys=[self._key(promise_id)], args=[progress], client=pipe
+                        )
+                    await pipe.execute()
+        except RedisError:
+            log.exception("could not store progress")
+        finally:
+            self._flusher = None
+
+    # -- telling and waking -----------------------------------------------------------
+
+    def _stopped(self, ids: Iterable[bytes]) -> None:
+        for promise_id in ids:
+            self._mine.discard(promise_id)
+            for listener in self._listeners:
+                listener(promise_id)
+            self._wake(promise_id)
+
+    def _wake(self, promise_id: bytes) -> None:
+        waiter = self._waiters.pop(promise_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _listen(self) -> None:
+        """Subscribe to this store's inbox and start the reader (once; others wait)."""
+        if self._listening is None:
+            self._listening = asyncio.get_running_loop().create_task(self._start_listening())
+        await asyncio.shield(self._listening)
+
+    async def _start_listening(self) -> None:
+        self._pubsub = self._redis.pubsub()
+        confirmed = self._hold(self._inbox_channel)
+        self._sent[self._inbox_channel] = True
+        await self._pubsub.subscribe(self._inbox_channel)
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+        await asyncio.wait_for(confirmed, 10.0)
+
+    def _hold(self, channel: str) -> asyncio.Future[None]:
+        """Count one more user of ``channel``; the future is done once Redis confirms
+        the subscription (the caller sends it when it is the first user)."""
+        count = self._subscribed.get(channel, 0)
+        self._subscribed[channel] = count + 1
+        if not count:
+            self._confirmed[channel] = asyncio.get_running_loop().create_future()
+        return self._confirmed[channel]
+
+    async def _subscribe(self, channel: str, deadline: float) -> None:
+        """Subscribe to ``channel`` (held with :meth:`_hold` by the caller first)."""
+        await self._listen()
+        confirmed = self._confirmed[channel]
+        if not confirmed.done() and not self._sent.get(channel):
+            self._sent[channel] = True
+            await self._call(self._pubsub.subscribe(channel))  # sent even if we are cancelled
+        if not confirmed.done():
+            left = deadline - asyncio.get_running_loop().time()
+            # Not confirmed in time: the wait still ends by its rechecks.
+            await asyncio.wait((confirmed,), timeout=max(left, 0))
+
+    def _release(self, channel: str) -> None:
+        """One user less of ``channel``; the last one unsubscribes (in the background,
+        so that a cancelled wait leaves nothing behind)."""
+        count = self._subscribed.get(channel, 0) - 1
+        if count > 0:
+            self._subscribed[channel] = count
+            return
+        self._subscribed.pop(channel, None)
+        self._confirmed.pop(channel, None)
+        self._sent.pop(channel, None)
+        if not self._closed and self._pubsub is not None:
+            self._spawn(self._unsubscribe(channel))
+
+    async def _unsubscribe(self, channel: str) -> None:
+        if channel in self._subscribed:  # a new wait took it up meanwhile
+            return
+        try:
+            await self._pubsub.unsubscribe(channel)
+        except (RedisError, ConnectionError):
+            log.debug("could not unsubscribe from %s", channel, exc_info=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _read(self) -> None:
+        inbox = self._inbox_channel.encode()
+        done_prefix = f"{self._prefix}done:".encode()
+        while not self._closed:
+            try:
+                message = await self._pubsub.get_message(timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("promise store subscription failed; retrying")
+                await asyncio.sleep(0.5)
+                continue
+            if message is None:
+                continue
+            kind, channel = message["type"], message["channel"]
+            if isinstance(kind, bytes):
+                kind = kind.decode()
+            if kind == "subscribe":
+                confirmed = self._confirmed.get(channel.decode())
+                if confirmed is not None and not confirmed.done():
+                    confirmed.set_result(None)
+            elif kind == "message":
+                if channel == inbox:
+                    promise_id = bytes.fromhex(message["data"].decode())
+                    if promise_id in self._mine:
+                        self._stopped([promise_id])
+                elif channel.startswith(done_prefix):
+                    self._wake(bytes.fromhex(channel[len(done_prefix) :].decode()))
+
+    def _schedule_sweep(self, expires_at: float) -> None:
+        # One timer, at the earliest expiry of a record created here that no sweep
+        # has passed yet; each sweep moves it to the next one.
+        if self._next_sweep is not None and self._next_sweep <= expires_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._next_sweep = expires_at
+        delay = max(0.05, min(expires_at - self._clock(), 60.0))
+        self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._next_sweep = None
+        self._spawn(self._timed_sweep())
+
+    async def _timed_sweep(self) -> None:
+        try:
+            await self.sweep()
+            scores = await self._redis.zrange(self._expiry_key, 0, 0, withscores=True)
+        except UnknownPromise:  # closed
+            return
+        except RedisError:
+            log.exception("could not sweep the promise store")
+            scores = []
+        if scores and not self._closed:
+            self._schedule_sweep(float(scores[0][1]))

@@ -1,0 +1,417 @@
+"""The SQLite promise store: one file shared by the processes of one host.
+
+Every process opens the same file (WAL mode, so readers never wait for the
+writer) through its own :class:`SQLiteStore`.  The records are rows; the asyncio
+tasks stay with the process that started them (the record's *owner*).
+
+How things reach other processes, with no server to push them:
+
+- **wait**: a waiter in this process is woken at once by a ``complete`` or a
+  cancel made through this store; a change made by another process is seen by a
+  bounded poll of the row, every 20 ms at first, doubling up to 250 ms.
+- **cancel**: ``request_cancel`` marks the row CANCELLED and tells this
+  process's ``on_cancel`` listeners at once.  While this store has running
+  records of its own, a background task reads their status every
+  :data:`CANCEL_POLL` seconds (one indexed query), and tells the listeners about
+  each one that another process cancelled, or that expired and was dropped.  The
+  task starts with the first record created here and ends when none is running.
+- **expiry**: every store drops expired rows (all processes' rows) on ``sweep``,
+  and when it is full; a timer sweeps when the oldest record created here
+  expires, so results do not outlive their tokens while a process is up.
+
+All SQLite calls run in one worker thread per store, in the order they were
+made; the event loop only waits for their results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sqlite3
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..envelope import Result
+from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from ..promises import CancelListener, PromiseRecord, PromiseStatus
+from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
+
+__all__ = ["CANCEL_POLL", "SQLiteStore"]
+
+log = logging.getLogger("mcplite.stores.sqlite")
+
+#: Seconds between two looks at the cancel flags of this process's running records.
+CANCEL_POLL = 0.05
+#: The first and the longest pause of a wait's poll of a record another process holds.
+WAIT_POLL_FIRST, WAIT_POLL_MAX = 0.02, 0.25
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS promises (
+    id BLOB PRIMARY KEY,
+    tool TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    status TEXT NOT NULL,
+    progress TEXT,
+    result TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS promises_by_expiry ON promises (expires_at);
+"""
+_COLUMNS = "id, tool, owner, expires_at, status, progress, result, error"
+_RUNNING = PromiseStatus.RUNNING.value
+_CANCELLED = PromiseStatus.CANCELLED.value
+_CHUNK = 500  # ids per IN (...) query, far below SQLite's variable limit
+
+
+def _record(row: tuple[Any, ...]) -> PromiseRecord:
+    promise_id, tool, owner, expires_at, status, progress, result, error = row
+    return PromiseRecord(
+        bytes(promise_id),
+        tool,
+        owner,
+        expires_at,
+        PromiseStatus(status),
+        load_progress(progress),
+        None if result is None else load_result(result),
+        None if error is None else load_error(error),
+    )
+
+
+class SQLiteStore:
+    """A :class:`~mcplite.promises.PromiseStore` in an SQLite file (see the module doc).
+
+    ``path`` None makes a file in a private temporary directory, removed on close.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        ttl: float,
+        max_entries: int,
+        retry_after: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="mcplite-promises-")
+            path = Path(self._tmp.name) / "promises.sqlite3"
+        self.path = Path(path)
+        self._ttl = ttl
+        self._max = max_entries
+        self._retry_after = retry_after
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="mcplite-sqlite")
+        self._db: sqlite3.Connection | None = None
+        self._closed = False
+        self._listeners: list[CancelListener] = []
+        self._waiters: dict[bytes, asyncio.Future[None]] = {}
+        self._mine: set[bytes] = set()  # running records created through this store
+        self._expiries: deque[float] = deque()  # of the records created here, in order
+        self._poller: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- the worker thread ------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable enough, far faster
+            db.executescript(_SCHEMA)
+            self._db = db
+        return self._db
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise UnknownPromise()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _in_write(self, fn: Callable[..., T], *args: Any) -> T:
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")  # one writer at a time across processes
+        try:
+            out = fn(db, *args)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return out
+
+    def _sweep_sql(self, db: sqlite3.Connection, now: float) -> tuple[int, list[bytes]]:
+        running = [
+            bytes(row[0])
+            for row in db.execute(
+                "SELECT id FROM promises WHERE expires_at <= ? AND status = ?", (now, _RUNNING)
+            )
+        ]
+        dropped = db.execute("DELETE FROM promises WHERE expires_at <= ?", (now,)).rowcount
+        return dropped, running
+
+    def _count(self, db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT count(*) FROM promises").fetchone()
+        return int(row[0])
+
+    def _create_sql(
+        self, db: sqlite3.Connection, record: PromiseRecord, now: float
+    ) -> tuple[bool, list[bytes]]:
+        stopped: list[bytes] = []
+        if self._count(db) >= self._max:
+            _, stopped = self._sweep_sql(db, now)
+            if self._count(db) >= self._max:
+                return False, stopped
+        db.execute(
+            f"INSERT INTO promises ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
+            (record.promise_id, record.tool, record.owner, record.expires_at, _RUNNING),
+        )
+        return True, stopped
+
+    def _has_room_sql(self, db: sqlite3.Connection, now: float) -> tuple[bool, list[bytes]]:
+        if self._count(db) < self._max:
+            return True, []
+        _, stopped = self._sweep_sql(db, now)
+        return self._count(db) < self._max, stopped
+
+    def _get_sql(self, promise_id: bytes) -> PromiseRecord | None:
+        row = (
+            self._connect()
+            .execute(f"SELECT {_COLUMNS} FROM promises WHERE id = ?", (promise_id,))
+            .fetchone()
+        )
+        return None if row is None else _record(row)
+
+    def _set_status(
+        self,
+        db: sqlite3.Connection,
+        promise_id: bytes,
+        status: str,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> bool | None:
+        """Set a RUNNING row's status; None when there is no row, False when it had ended."""
+        changed = db.execute(
+            "UPDATE promises SET status = ?, result = ?, error = ? WHERE id = ? AND status = ?",
+            (status, result, error, promise_id, _RUNNING),
+        ).rowcount
+        if changed:
+            return True
+        found = db.execute("SELECT 1 FROM promises WHERE id = ?", (promise_id,)).fetchone()
+        return None if found is None else False
+
+    def _progress_sql(self, promise_id: bytes, progress: str) -> None:
+        self._connect().execute(
+            "UPDATE promises SET progress = ? WHERE id = ?", (progress, promise_id)
+        )
+
+    def _ended_sql(self, ids: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """Of ``ids``: those cancelled or gone (to stop), and those done (to stop watching)."""
+        db = self._connect()
+        stop, done = [], []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT id, status FROM promises WHERE id IN ({marks})"
+            statuses = {bytes(i): status for i, status in db.execute(query, chunk)}
+            for promise_id in chunk:
+                status = statuses.get(promise_id)
+                if status is None or status == _CANCELLED:
+                    stop.append(promise_id)
+                elif status != _RUNNING:
+                    done.append(promise_id)
+        return stop, done
+
+    def _close_sql(self, ids: list[bytes]) -> None:
+        if self._db is None:
+            return
+        try:
+            for promise_id in ids:
+                self._in_write(self._set_status, promise_id, _CANCELLED)
+        finally:
+            self._db.close()
+            self._db = None
+
+    # -- the Protocol -----------------------------------------------------------------
+
+    async def create(self, tool: str, owner: str) -> PromiseRecord:
+        now = self._clock()
+        record = PromiseRecord(os.urandom(16), tool, owner, now + self._ttl)
+        created, stopped = await self._run(self._in_write, self._create_sql, record, now)
+        self._stopped(stopped)
+        if not created:
+            raise PromiseTableFull(retry_after=self._retry_after)
+        self._mine.add(record.promise_id)
+        self._expiries.append(record.expires_at)
+        self._schedule_sweep()
+        self._start_poller()
+        return record
+
+    async def has_room(self) -> bool:
+        room, stopped = await self._run(self._in_write, self._has_room_sql, self._clock())
+        self._stopped(stopped)
+        return bool(room)
+
+    async def complete(
+        self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
+    ) -> None:
+        if self._closed:
+            return
+        self._mine.discard(promise_id)
+        result_text = None if result is None else dump_result(result)
+        error_text = None if error is None else dump_error(error)
+        status = PromiseStatus.DONE.value
+        await self._run(
+            self._in_write, self._set_status, promise_id, status, result_text, error_text
+        )
+        self._wake(promise_id)
+
+    def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
+        # Queued on the worker thread: it runs before any later call of this store.
+        if not self._closed:
+            self._executor.submit(self._progress_sql, promise_id, dump_progress(progress))
+
+    async def get(self, promise_id: bytes) -> PromiseRecord:
+        record = await self._run(self._get_sql, promise_id)
+        if record is None:
+            raise UnknownPromise()
+        return record
+
+    async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
+        """The record once it is no longer RUNNING, or as it is after ``timeout`` s.
+
+        Woken at once by a change made through this store; a change made by
+        another process is seen by polling the row (20 ms, doubling to 250 ms).
+        """
+        record = await self.get(promise_id)
+        if record.status is not PromiseStatus.RUNNING or timeout <= 0:
+            return record
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        pause = WAIT_POLL_FIRST
+        while record.status is PromiseStatus.RUNNING:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            waiter = self._waiters.get(promise_id)
+            if waiter is None:
+                waiter = self._waiters[promise_id] = loop.create_future()
+            await asyncio.wait((waiter,), timeout=min(pause, left))
+            pause = min(pause * 2, WAIT_POLL_MAX)
+            record = await self.get(promise_id)
+        return record
+
+    async def request_cancel(self, promise_id: bytes) -> bool:
+        changed = await self._run(self._in_write, self._set_status, promise_id, _CANCELLED)
+        if changed is None:
+            raise UnknownPromise()
+        if changed:
+            self._stopped([promise_id])
+        return bool(changed)
+
+    def on_cancel(self, listener: CancelListener) -> None:
+        self._listeners.append(listener)
+
+    async def sweep(self) -> int:
+        dropped, stopped = await self._run(self._in_write, self._sweep_sql, self._clock())
+        self._stopped(stopped)
+        return int(dropped)
+
+    async def close(self) -> None:
+        """Stop this process's running records (marked CANCELLED for the others),
+        and end every wait; the records of other processes stay in the file."""
+        if self._closed:
+            return
+        mine = list(self._mine)
+        self._stopped(mine)
+        self._closed = True
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in [*self._background, self._poller]:
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._poller = None
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._close_sql, mine)
+        finally:
+            self._executor.shutdown(wait=True)
+            if self._tmp is not None:
+                self._tmp.cleanup()
+
+    # -- telling and waking -----------------------------------------------------------
+
+    def _stopped(self, ids: Iterable[bytes]) -> None:
+        for promise_id in ids:
+            self._mine.discard(promise_id)
+            for listener in self._listeners:
+                listener(promise_id)
+            self._wake(promise_id)
+
+    def _wake(self, promise_id: bytes) -> None:
+        waiter = self._waiters.pop(promise_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _start_poller(self) -> None:
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
+
+    async def _poll_cancels(self) -> None:
+        """While records of ours run: stop those another process cancelled or dropped."""
+        while self._mine and not self._closed:
+            await asyncio.sleep(CANCEL_POLL)
+            watched = list(self._mine)
+            if not watched:
+                break
+            try:
+                stop, done = await self._run(self._ended_sql, watched)
+            except UnknownPromise:  # closed meanwhile
+                return
+            except sqlite3.Error:
+                log.exception("could not read cancel flags from %s", self.path)
+                continue
+            self._mine.difference_update(done)
+            self._stopped([i for i in stop if i in self._mine])
+
+    def _schedule_sweep(self) -> None:
+        # One timer, at the expiry of the oldest record created here.
+        if self._timer is not None or not self._expiries or self._closed:
+            return
+        delay = max(0.05, min(self._expiries[0] - self._clock(), 60.0))
+        self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        now = self._clock()
+        while self._expiries and self._expiries[0] <= now:
+            self._expiries.popleft()
+        task = asyncio.get_running_loop().create_task(self._timed_sweep())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _timed_sweep(self) -> None:
+        try:
+            await self.sweep()
+        except UnknownPromise:  # closed
+            return
+        except sqlite3.Error:
+            log.exception("could not sweep %s", self.path)
+        self._schedule_sweep()
