@@ -267,6 +267,13 @@ def _add_promise_options(group: Any, d: Config) -> None:
         default=None,
         help="promise sealing secret (default: $MCPLITE_SECRET, else random)",
     )
+    group.add_argument(
+        "--promise-store",
+        default=d.promise_store,
+        metavar="URL",
+        help="where promises live: memory:// (default), sqlite:///PATH (processes of one "
+        "host), redis://HOST:PORT/DB or rediss:// (many hosts; mcplite[redis])",
+    )
 
 
 def _add_process_options(group: Any, d: Config, *, grace_help: str, access_log_help: str) -> None:
@@ -334,6 +341,7 @@ def _shared_config(args: argparse.Namespace) -> dict[str, Any]:
         "promise_after": args.promise_after,
         "promise_ttl": args.promise_ttl,
         "max_promises": args.max_promises,
+        "promise_store": args.promise_store,
         "secret": args.secret.encode() if args.secret else None,
         "grace": args.grace,
         "access_log": not args.no_access_log,

@@ -53,6 +53,9 @@ class Config:
     promise_after: float = 5.0
     promise_ttl: float = 600.0  # a token and its stored result live this long (finite: spec 3.5)
     max_promises: int = 10_000  # more pending: -32000 / RESOURCE_EXHAUSTED, retryable
+    # Where promise records live: memory:// (this process), sqlite:///PATH (the
+    # processes of one host), redis://HOST:PORT/DB (many hosts); see mcplite.stores.
+    promise_store: str = "memory://"
     max_redeem_wait: float = 30.0  # upper bound of redeem's long-poll `wait`
     secret: bytes | None = None  # None: MCPLITE_SECRET, else random per process
     previous_secrets: tuple[bytes, ...] = ()

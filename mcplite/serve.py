@@ -19,11 +19,19 @@ from ._version import __version__
 from .bindings import Binding
 from .config import Config
 from .dispatch import Dispatcher
+from .promises import PromiseStore
 from .prompts import Prompts
 from .resources import Resources
 from .tools import Tools
 
-__all__ = ["ServeError", "fit_connections_to_fd_limit", "raise_fd_limit", "resolve_secret", "serve"]
+__all__ = [
+    "ServeError",
+    "fit_connections_to_fd_limit",
+    "promise_store",
+    "raise_fd_limit",
+    "resolve_secret",
+    "serve",
+]
 
 log = logging.getLogger("mcplite")
 
@@ -34,6 +42,24 @@ class ServeError(Exception):
     def __init__(self, message: str, status: int = 2) -> None:
         super().__init__(message)
         self.status = status
+
+
+def promise_store(config: Config) -> PromiseStore | None:
+    """The store ``config.promise_store`` names (None: the dispatcher's own memory
+    store).  Raises :class:`ServeError` for a URL no store takes."""
+    if config.promise_store in ("memory://", ""):
+        return None
+    from .stores import open_store
+
+    try:
+        return open_store(
+            config.promise_store,
+            ttl=config.promise_ttl,
+            max_entries=config.max_promises,
+            retry_after=config.retry_after,
+        )
+    except (ValueError, ImportError) as exc:
+        raise ServeError(f"--promise-store: {exc}") from None
 
 
 def resolve_secret(config: Config) -> Config:
@@ -66,7 +92,7 @@ async def serve(
         raise ServeError("both bindings are off: nothing to serve")
     config = resolve_secret(config)
     config = fit_connections_to_fd_limit(config, raise_fd_limit())
-    dispatcher = Dispatcher(tools, config)
+    dispatcher = Dispatcher(tools, config, promises=promise_store(config))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_AcceptErrorsOnce())
     stop = asyncio.Event()

@@ -57,7 +57,7 @@ from ..errors import (
 from ..jsonrpc import decode, encode
 from ..prompts import Prompts
 from ..resources import Resources
-from ..serve import resolve_secret
+from ..serve import promise_store, resolve_secret
 from ..tools import Tools
 from .server import McpServer
 
@@ -118,7 +118,7 @@ async def serve_stdio(
     if pipes is None:
         pipes = StdioPipes(os.dup(0), os.dup(1))
     config = resolve_secret(config)
-    dispatcher = Dispatcher(tools, config)
+    dispatcher = Dispatcher(tools, config, promises=promise_store(config))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = []
