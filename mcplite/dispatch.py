@@ -15,14 +15,17 @@ a call, each in one place:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
+import logging
 import math
 import os
 import secrets
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterable
+import weakref
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from .authorize import AllowAll, Policy
@@ -40,6 +43,13 @@ from .tools import Context, Kind, Progress, Tool, Tools
 __all__ = ["Dispatcher", "ToolStream", "aggregate", "start_task"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("mcplite")
+
+#: The dispatchers serving each registry (see Dispatcher.serving).
+_SERVING: weakref.WeakKeyDictionary[Tools, weakref.WeakSet[Dispatcher]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class Dispatcher:
@@ -87,6 +97,61 @@ class Dispatcher:
         self._definitions = [t.definition() for t in self._tools.values()]
         self._names = list(self._tools)
         self.active = 0  # calls and streams in flight
+        #: Counts the changes to the tool list (add_tool, remove_tool): caches of it check it.
+        self.version = 0
+        self._listeners: list[Callable[[], None]] = []
+        if isinstance(tools, Tools):
+            _SERVING.setdefault(tools, weakref.WeakSet()).add(self)
+
+    # -- changing the tools while serving -------------------------------------
+
+    @staticmethod
+    def serving(tools: Tools) -> list[Dispatcher]:
+        """The dispatchers built from the registry ``tools`` that are still alive
+        (for a tool that changes the list of the server it runs in)."""
+        return list(_SERVING.get(tools, ()))
+
+    def add_tool(self, tool: Tool) -> None:
+        """Serve ``tool`` from now on (made with :meth:`Tools.add`); ValueError when
+        a tool of that name is already served."""
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        self._changed()
+
+    def remove_tool(self, name: str) -> Tool:
+        """Stop serving the tool called ``name`` and return it (calls already
+        running finish).  Raises :class:`ToolNotFound`, or ValueError for a system
+        tool (redeem, cancel)."""
+        tool = self.tool(name)
+        if tool.kind is Kind.SYSTEM:
+            raise ValueError(f"the system tool {name!r} cannot be removed")
+        del self._tools[name]
+        self._changed()
+        return tool
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every tool added or removed; returns the
+        function that stops it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return remove
+
+    def _changed(self) -> None:
+        # New lists, never edited in place: a binding that cached the old one
+        # (by identity, or by version) sees the change.
+        self._definitions = [t.definition() for t in self._tools.values()]
+        self._names = list(self._tools)
+        self.version += 1
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("a tool list listener failed")
 
     # -- discovery ----------------------------------------------------------
 

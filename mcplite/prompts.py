@@ -32,6 +32,7 @@ completer (:mod:`mcplite.completion`).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 import logging
@@ -210,11 +211,57 @@ class Prompt:
         return out
 
 
+class Listeners:
+    """Who wants to hear that a registry changed: functions called with no
+    argument after each change, in the order they were added (a listener that
+    raises is logged, and the others still hear)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[], None]] = []
+
+    def add(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` after every change; returns the function that stops it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return remove
+
+    def notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("a change listener failed")
+
+    def __len__(self) -> int:
+        return len(self._listeners)
+
+
 class Prompts:
-    """A registry of prompts: decorate functions with :meth:`prompt`."""
+    """A registry of prompts: decorate functions with :meth:`prompt`.
+
+    Prompts may be added (:meth:`add`) and removed (:meth:`remove`) while the
+    registry is served; each change is told to :meth:`on_change` listeners (MCP
+    sends ``notifications/prompts/list_changed`` to subscribed clients).
+    """
 
     def __init__(self) -> None:
         self._prompts: dict[str, Prompt] = {}
+        self._listeners = Listeners()
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every prompt added or removed; returns the
+        function that stops it."""
+        return self._listeners.add(listener)
+
+    def remove(self, name: str) -> Prompt:
+        """Stop serving the prompt called ``name`` and return it; KeyError if none."""
+        prompt = self._prompts.pop(name)
+        self._listeners.notify()
+        return prompt
 
     @overload
     def prompt(self, fn: F) -> F: ...
@@ -293,6 +340,7 @@ class Prompts:
         if unknown:
             raise ValueError(f"prompt {name!r} has no argument {sorted(unknown)[0]!r} to complete")
         self._prompts[name] = prompt
+        self._listeners.notify()
         return prompt
 
     def get(self, name: str) -> Prompt | None:

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 from .completion import Completer, choices_of
 from .context import RequestContext
 from .errors import InternalError, InvalidParams
-from .prompts import context_for, invoke
+from .prompts import Listeners, context_for, invoke
 from .tools import _context_param
 
 __all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "Resources"]
@@ -169,6 +169,21 @@ class Resources:
     def __init__(self) -> None:
         self._resources: dict[str, Resource] = {}
         self._templates: dict[str, ResourceTemplate] = {}
+        self._listeners = Listeners()
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every resource or template added or removed;
+        returns the function that stops it."""
+        return self._listeners.add(listener)
+
+    def remove(self, uri: str) -> Resource | ResourceTemplate:
+        """Stop serving the resource or template registered at ``uri`` and return
+        it; KeyError if none."""
+        entry: Resource | ResourceTemplate | None = self._resources.pop(uri, None)
+        if entry is None:
+            entry = self._templates.pop(uri)
+        self._listeners.notify()
+        return entry
 
     def resource(
         self,
@@ -229,6 +244,7 @@ class Resources:
                 raise ValueError(f"resource {uri!r} has no variables, but {name}() needs arguments")
             resource = Resource(uri, name, fn, title, description, mime_type, context_param)
             self._resources[uri] = resource
+            self._listeners.notify()
             return resource
         names = {p.name for p in params}
         missing = [v for v in variables if v not in names]
@@ -257,6 +273,7 @@ class Resources:
             choices,
         )
         self._templates[uri] = template
+        self._listeners.notify()
         return template
 
     def find(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:

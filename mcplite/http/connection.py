@@ -538,6 +538,11 @@ class HttpConnection(asyncio.Protocol):
         }
         context = RequestContext("mcp", self._peer, _HeaderView(self._headers))
         self.tool = _mcp_target(message)
+        if not sse_ok and _method(message) == "subscriptions/listen":  # always a stream
+            self.status = 406
+            refusal = "Not acceptable: subscriptions/listen answers text/event-stream"
+            self._send_error(406, refusal, close=False)
+            return
         if not (sse_ok and (mcp.may_notify(message, headers) or not json_ok)):
             self._mcp_reply(await mcp.handle(message, context, headers))
             return
@@ -761,6 +766,10 @@ def _mcp_target(message: Any) -> str | None:
         return name
     method = message.get("method")
     return method if isinstance(method, str) else None
+
+
+def _method(message: Any) -> Any:
+    return message.get("method") if isinstance(message, dict) else None
 
 
 def _host_name(value: str) -> str:

@@ -71,7 +71,8 @@ class HttpServer:
             if config.mcp_allowed_hosts is not None
             else None
         )
-        self.tools_body = encode({"tools": dispatcher.tool_definitions()})
+        self._tools_body = encode({"tools": dispatcher.tool_definitions()})
+        self._tools_version = dispatcher.version
         self.connections: set[HttpConnection] = set()
         # Connections refused with 503 (too many), lingering until their client
         # has read it (see _LINGERING_REFUSALS).
@@ -86,6 +87,16 @@ class HttpServer:
         self._tick_every = min(
             1.0, max(0.02, min(config.request_timeout, config.keepalive_timeout) / 4)
         )
+
+    @property
+    def tools_body(self) -> bytes:
+        """The MCP-lite tools list, encoded once per version of the dispatcher's list."""
+        dispatcher = self.dispatcher
+        version = dispatcher.version
+        if self._tools_version != version:
+            self._tools_body = encode({"tools": dispatcher.tool_definitions()})
+            self._tools_version = version
+        return self._tools_body
 
     def watch(self) -> None:
         """Make sure the deadline ticker runs while there are connections."""
@@ -171,6 +182,7 @@ class HttpServer:
         loop = asyncio.get_running_loop()
         end = loop.time() + grace + 1.0
         self.draining = True
+        self.mcp.end_subscriptions()  # subscriptions/listen streams end now, not at the grace
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

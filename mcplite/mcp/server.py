@@ -29,6 +29,16 @@ stream; the client POSTs its answer to the endpoint (202), and the tool runs
 again with the answers, as a 2026 client's repeated call would bring them.  The
 requests waiting for answers live in this process (no session is needed, but a
 client's answer must reach the process that asked).
+
+2026 ``subscriptions/listen`` answers with a stream that stays open: its
+acknowledgement (the filter honoured: tools, prompts, resources list changes),
+then ``notifications/{tools,prompts,resources}/list_changed`` as the registries
+change (:meth:`~mcplite.dispatch.Dispatcher.add_tool`, ``Prompts.add``/``remove``,
+``Resources.add``/``remove``), each tagged with the subscription id (the
+request's id).  The transport ends it by cancelling the call (the client left,
+or cancelled it on stdio); :meth:`McpServer.end_subscriptions` ends every one
+with its final result at shutdown.  Delivery is to the streams open in this
+process: it does not cross processes.
 """
 
 from __future__ import annotations
@@ -40,8 +50,10 @@ import datetime
 import json
 import logging
 import math
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +71,7 @@ from ..errors import (
     InvalidToken,
     MCPLiteError,
     MethodNotFound,
+    Overloaded,
     ToolNotFound,
     UnknownPromise,
 )
@@ -72,6 +85,7 @@ from .protocol import (
     LEGACY_VERSIONS,
     MODERN_VERSION,
     SERVER_INFO_KEY,
+    SUBSCRIPTION_ID_KEY,
     TASKS_EXTENSION,
     MissingCapability,
     http_status,
@@ -102,6 +116,24 @@ _REQUEST_CAPABILITY = {
     "sampling/createMessage": "sampling",
     "roots/list": "roots",
 }
+
+
+#: subscriptions/listen: the filter fields this server honours, by the kind of list.
+_LIST_CHANGED = {
+    "tools": "toolsListChanged",
+    "prompts": "promptsListChanged",
+    "resources": "resourcesListChanged",
+}
+
+
+@dataclass(eq=False, slots=True)
+class _Subscription:
+    """One open ``subscriptions/listen``: the lists it wants to hear about, and how
+    to put a message on its stream (from any thread)."""
+
+    kinds: frozenset[str]
+    deliver: Callable[[dict[str, Any]], None]
+    ended: asyncio.Future[None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +179,11 @@ class McpServer:
         self.tasks = TaskTable(dispatcher, dispatcher.config.max_promises)
         #: 2025: requests sent to clients on a call's stream, by id, awaiting answers.
         self._pending: dict[str, asyncio.Future[Any]] = {}
+        #: 2026: the open subscriptions/listen streams, and how many may be open at once.
+        self._subscriptions: set[_Subscription] = set()
+        self._subscriptions_ended = False  # shutting down: a new listen ends at once
+        self.max_subscriptions = dispatcher.config.max_connections
+        self._listen_for_changes()
         self._modern = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -154,6 +191,7 @@ class McpServer:
             "tasks/get": self._task_get,
             "tasks/update": self._task_update,
             "tasks/cancel": self._task_cancel,
+            "subscriptions/listen": self._listen,
         }
         self._legacy = {
             "initialize": self._initialize,
@@ -194,10 +232,12 @@ class McpServer:
     def may_notify(self, message: Any, headers: Mapping[str, str] | None = None) -> bool:
         """Whether answering ``message`` may send something before the result, so
         that it is worth an SSE answer: a 2026 call of a tool that takes a Context
-        or streams; any 2025 call (its tool may need to ask the client), and a
-        2025 ``prompts/get`` (its prompt may too)."""
+        or streams; any 2025 call (its tool may need to ask the client), a
+        2025 ``prompts/get`` (its prompt may too), and ``subscriptions/listen``."""
         if not isinstance(message, dict):
             return False
+        if message.get("method") == "subscriptions/listen":
+            return True
         if message.get("method") == "prompts/get":  # 2025: a prompt may ask the client
             return self.prompts is not None and not self.is_modern(message, headers)
         if message.get("method") != "tools/call":
@@ -330,11 +370,14 @@ class McpServer:
     # -- lifecycle and discovery --------------------------------------------
 
     def _capabilities(self, modern: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"tools": {}}
+        # 2026: list changes reach the streams of subscriptions/listen.  (2025 has
+        # them only on a session's stream, and mcplite is stateless: not there.)
+        lists: dict[str, Any] = {"listChanged": True} if modern else {}
+        out: dict[str, Any] = {"tools": dict(lists)}
         if self.prompts is not None:
-            out["prompts"] = {}
+            out["prompts"] = dict(lists)
         if self.resources is not None:
-            out["resources"] = {}
+            out["resources"] = dict(lists)
         if self.prompts is not None or self.resources is not None:
             out["completions"] = {}
         if modern:
@@ -495,6 +538,106 @@ class McpServer:
             log.exception("completing %r failed", name)
             raise InternalError(f"completing {name!r} failed") from None
         return completion_result(values)
+
+    # -- subscriptions/listen (2026) -----------------------------------------
+
+    @property
+    def subscription_count(self) -> int:
+        """How many ``subscriptions/listen`` streams are open."""
+        return len(self._subscriptions)
+
+    def end_subscriptions(self) -> None:
+        """End every open ``subscriptions/listen`` (at shutdown): each answers its
+        final ``resultType: complete`` result, which ends its stream; so does
+        any listen that comes after."""
+        self._subscriptions_ended = True
+        for subscription in list(self._subscriptions):
+            ended = subscription.ended
+            if not ended.done():
+                with contextlib.suppress(RuntimeError):  # its loop is gone
+                    ended.get_loop().call_soon_threadsafe(_set_done, ended)
+
+    def _listen_for_changes(self) -> None:
+        # Weakly: a registry served by many servers (tests, workers) keeps none alive.
+        ref = weakref.ref(self)
+
+        def listener(kind: str) -> Callable[[], None]:
+            def changed() -> None:
+                server = ref()
+                if server is not None:
+                    server.list_changed(kind)
+
+            return changed
+
+        self.dispatcher.on_change(listener("tools"))
+        if self.prompts is not None:
+            self.prompts.on_change(listener("prompts"))
+        if self.resources is not None:
+            self.resources.on_change(listener("resources"))
+
+    def list_changed(self, kind: str) -> None:
+        """Tell every subscription that asked for it that the list of ``kind``
+        (``"tools"``, ``"prompts"``, ``"resources"``) changed; any thread may call it.
+        The registries call it on every change."""
+        if kind == "tools":
+            self._header_params.clear()  # a name may now be another tool
+        for subscription in list(self._subscriptions):
+            if kind in subscription.kinds:
+                subscription.deliver(
+                    {"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"}
+                )
+
+    async def _listen(self, request: _Request) -> dict[str, Any]:
+        """A stream of list changes: first the acknowledgement naming the filter
+        honoured, then ``notifications/*/list_changed`` of the kinds asked for,
+        each tagged with the subscription id (the request's id); it ends when the
+        client goes (the transport cancels this), or with a final result at
+        shutdown (:meth:`end_subscriptions`)."""
+        send = request.send
+        if send is None:
+            raise InvalidRequest("Invalid request: subscriptions/listen needs a stream (SSE)")
+        wanted = request.params.get("notifications", {})
+        if not isinstance(wanted, dict):
+            raise InvalidParams("Invalid params: notifications must be an object")
+        if len(self._subscriptions) >= self.max_subscriptions:
+            raise Overloaded(
+                f"Too many open subscriptions (max {self.max_subscriptions})",
+                retry_after=self.dispatcher.config.retry_after,
+            )
+        served = {"tools": True, "prompts": self.prompts is not None}
+        served["resources"] = self.resources is not None
+        kinds = frozenset(
+            kind for kind, key in _LIST_CHANGED.items() if served[kind] and wanted.get(key) is True
+        )
+        honoured = {_LIST_CHANGED[kind]: True for kind in sorted(kinds)}
+        meta = {SUBSCRIPTION_ID_KEY: request.id}
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+
+        def deliver(message: dict[str, Any]) -> None:
+            message = {**message, "params": {"_meta": dict(meta)}}
+            if threading.get_ident() == loop_thread:
+                send(message)
+            else:  # a change made from a worker thread (a sync tool)
+                with contextlib.suppress(RuntimeError):  # the loop is gone
+                    loop.call_soon_threadsafe(send, message)
+
+        subscription = _Subscription(kinds, deliver, loop.create_future())
+        if self._subscriptions_ended:
+            subscription.ended.set_result(None)
+        self._subscriptions.add(subscription)
+        try:
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/subscriptions/acknowledged",
+                    "params": {"_meta": dict(meta), "notifications": honoured},
+                }
+            )
+            await subscription.ended
+        finally:
+            self._subscriptions.discard(subscription)
+        return {"resultType": "complete", "_meta": dict(meta)}
 
     # -- tools/call ---------------------------------------------------------
 
@@ -781,6 +924,11 @@ def _tool_definition(
     if output_schema is not None:
         out["outputSchema"] = output_schema
     return out
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _iso(epoch: float) -> str:

@@ -17,6 +17,10 @@ the 2025 revision (``initialize``, ``ping``, ...).
   stdout; the client's answers come back on stdin.
 - ``notifications/cancelled`` stops the request it names, which is then not
   answered (as MCP asks).  Other notifications from the client are ignored.
+- A 2026 ``subscriptions/listen`` writes its acknowledgement, then the
+  ``notifications/*/list_changed`` it asked for, until the client cancels it
+  (``notifications/cancelled`` with its id) or the server stops (a final
+  ``resultType: complete`` result).
 - A line that is not JSON gets a -32700 error with id null; a line longer than
   ``max_body_size`` a -32600 error; either way the server reads on.
 - End of stdin, or SIGINT/SIGTERM: stop reading, give the requests in flight
@@ -183,7 +187,9 @@ class StdioServer:
 
     async def drain(self, grace: float) -> None:
         """Give the requests in flight ``grace`` seconds, then cancel the rest
-        (each is answered with a shutting-down error)."""
+        (each is answered with a shutting-down error).  A ``subscriptions/listen``
+        ends at once with its final result."""
+        self.mcp.end_subscriptions()
         calls = set(self._calls.values())
         if not calls:
             return

@@ -28,6 +28,7 @@ from mcplite import (
     ALWAYS,
     NEVER,
     Context,
+    Dispatcher,
     Failure,
     InternalError,
     Message,
@@ -396,14 +397,28 @@ async def test_input_required_result_capabilities(ctx: Context) -> str | InputRe
 
 @tools.tool
 async def test_trigger_tool_change() -> str:
-    """The suite calls it to make the tool list change; this server's list never does."""
-    return "This server's tool list does not change"
+    """The suite calls it to make the tool list change: the last tool is removed and
+    added back (the list ends as it was; subscribers hear two changes)."""
+    name = list(tools)[-1].name
+    for dispatcher in Dispatcher.serving(tools):
+        dispatcher.add_tool(dispatcher.remove_tool(name))
+    return f"Tool {name} re-registered"
 
 
 @tools.tool
 async def test_trigger_prompt_change() -> str:
-    """The suite calls it to make the prompt list change; this server's list never does."""
-    return "This server's prompt list does not change"
+    """The suite calls it to make the prompt list change: the last prompt is removed
+    and added back."""
+    prompt = list(prompts)[-1]
+    prompts.remove(prompt.name)
+    prompts.add(
+        prompt.fn,
+        name=prompt.name,
+        title=prompt.title,
+        description=prompt.description,
+        complete=prompt.completers,
+    )
+    return f"Prompt {prompt.name} re-registered"
 
 
 # -- tasks (extension io.modelcontextprotocol/tasks) ------------------------------------
