@@ -4,6 +4,12 @@ Every JSON-RPC binding (the MCP-lite HTTP endpoint today; stdio and full MCP
 next) frames bytes with :mod:`mcplite.jsonrpc` and looks methods up here.  A
 :class:`Method` answers with a JSON result, and may also be able to answer as a
 stream (``tools/call`` of any tool, over SSE).
+
+With a :class:`~mcplite.prompts.Prompts` registry the table also has
+``prompts/list`` and ``prompts/get``, and with a
+:class:`~mcplite.resources.Resources` registry ``resources/list``,
+``resources/templates/list`` and ``resources/read``: MCP's methods, with MCP's
+params, results and errors (without MCP's cache hints and ``input_required``).
 """
 
 from __future__ import annotations
@@ -14,10 +20,21 @@ from typing import Any
 
 from .context import RequestContext
 from .dispatch import Dispatcher, ToolStream
-from .errors import InvalidParams, ToolNotFound
+from .errors import InternalError, InvalidParams, ToolNotFound
+from .outcomes import InputRequired
+from .prompts import Prompts
+from .resources import Resources
 from .tools import Kind
 
-__all__ = ["Handler", "Method", "Streamer", "mcplite_methods", "tool_call_params"]
+__all__ = [
+    "Handler",
+    "Method",
+    "Streamer",
+    "mcplite_methods",
+    "prompt_methods",
+    "resource_methods",
+    "tool_call_params",
+]
 
 Handler = Callable[[Any, RequestContext], Awaitable[Any]]
 """``params`` (checked to be an object, an array or None) and the context -> the result."""
@@ -45,8 +62,14 @@ def tool_call_params(params: Any) -> tuple[str, Any]:
     return name, params.get("arguments")
 
 
-def mcplite_methods(dispatcher: Dispatcher) -> Mapping[str, Method]:
-    """The methods of the MCP-lite JSON-RPC endpoint: ``tools/call``, ``tools/list``, ``ping``."""
+def mcplite_methods(
+    dispatcher: Dispatcher,
+    *,
+    prompts: Prompts | None = None,
+    resources: Resources | None = None,
+) -> Mapping[str, Method]:
+    """The methods of the MCP-lite JSON-RPC endpoint: ``tools/call``, ``tools/list``,
+    ``ping``, and those of the prompts and resources given (see the module doc)."""
 
     async def call_tool(params: Any, context: RequestContext) -> Any:
         if type(params) is dict and type(name := params.get("name")) is str:
@@ -74,8 +97,72 @@ def mcplite_methods(dispatcher: Dispatcher) -> Mapping[str, Method]:
     async def ping(params: Any, context: RequestContext) -> Any:
         return {}
 
-    return {
+    table = {
         "tools/call": Method(call_tool, stream_tool, name_param="name", streams=streams),
         "tools/list": Method(list_tools),
         "ping": Method(ping),
+    }
+    if prompts is not None:
+        table.update(prompt_methods(prompts))
+    if resources is not None:
+        table.update(resource_methods(resources))
+    return table
+
+
+def _object(params: Any) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise InvalidParams("Invalid params: params must be an object")
+    return params
+
+
+def prompt_methods(prompts: Prompts) -> dict[str, Method]:
+    """``prompts/list`` and ``prompts/get`` (MCP's shapes and errors) for a JSON-RPC table."""
+
+    async def list_prompts(params: Any, context: RequestContext) -> Any:
+        return {"prompts": prompts.definitions()}
+
+    async def get_prompt(params: Any, context: RequestContext) -> Any:
+        params = _object(params)
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("Invalid params: params.name must be a string")
+        prompt = prompts.get(name)
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {name}", {"name": name})
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise InvalidParams("Invalid params: params.arguments must be an object")
+        rendered = await prompt.render(arguments, context)
+        if isinstance(rendered, InputRequired):  # MCP-lite has no way to ask the client
+            raise InternalError(f"prompt {name!r} needs input the client could not be asked for")
+        return rendered
+
+    return {
+        "prompts/list": Method(list_prompts),
+        "prompts/get": Method(get_prompt, name_param="name"),
+    }
+
+
+def resource_methods(resources: Resources) -> dict[str, Method]:
+    """``resources/list``, ``resources/templates/list`` and ``resources/read`` (MCP's
+    shapes and errors: an unknown URI is -32602 with ``data.uri``) for a JSON-RPC table."""
+
+    async def list_resources(params: Any, context: RequestContext) -> Any:
+        return {"resources": resources.definitions()}
+
+    async def list_templates(params: Any, context: RequestContext) -> Any:
+        return {"resourceTemplates": resources.template_definitions()}
+
+    async def read_resource(params: Any, context: RequestContext) -> Any:
+        uri = _object(params).get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("Invalid params: params.uri must be a string")
+        return {"contents": await resources.read(uri, context)}
+
+    return {
+        "resources/list": Method(list_resources),
+        "resources/templates/list": Method(list_templates),
+        "resources/read": Method(read_resource, name_param="uri"),
     }

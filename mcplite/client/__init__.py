@@ -10,6 +10,9 @@ The URL picks the transport::
         print(response.response_type, response.content)
         async for item in client.stream("generate_report", {"topic": "Q3"}):
             ...  # Partial(value) for each part, then the final Response
+        prompts = await client.list_prompts()  # MCP's Prompt objects
+        result = await client.get_prompt("explain_section", {"document_id": "doc_123"})
+        contents = await client.read_resource("mcplite-demo://corpus/doc_123")  # HTTP only
 
 - An ``http://`` URL without a path means the default base path ``/mcp-lite/v1``.
 - :meth:`BaseClient.call` redeems promises by itself (long-polling ``redeem``) until
@@ -20,6 +23,13 @@ The URL picks the transport::
   (and the same codes).  Business outcomes (failure, elicitation, ...) are
   :class:`Response` objects, never exceptions.
 - :class:`TransportError` means the server could not be reached or talked to.
+- Prompts and resources (when the server has them) come in MCP's JSON shapes:
+  :meth:`BaseClient.list_prompts`, :meth:`~BaseClient.get_prompt` (HTTP JSON-RPC
+  ``prompts/*``, or gRPC ``GetPrompts``/``GetPrompt``), and over HTTP only
+  :meth:`~BaseClient.list_resources`, :meth:`~BaseClient.list_resource_templates`
+  and :meth:`~BaseClient.read_resource` (gRPC has no resources: ClientError).  An
+  unknown prompt or resource, or a missing argument, is :class:`InvalidArgumentsError`
+  (-32602); a server without prompts or resources answers :class:`RPCError` -32601.
 
 :class:`mcplite.client.sync.SyncClient` wraps this for scripts;
 :class:`mcplite.testing.InMemoryClient` is the same interface over a
@@ -50,8 +60,10 @@ __all__ = [
     "OverloadedError",
     "Partial",
     "PromiseTimeout",
+    "PromptTransport",
     "RPCError",
     "RequestTimeout",
+    "ResourceTransport",
     "Response",
     "ToolInfo",
     "ToolNotFoundError",
@@ -318,6 +330,24 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
+class PromptTransport(Protocol):
+    """A transport that also carries prompts (MCP's JSON shapes)."""
+
+    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]: ...
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float
+    ) -> dict[str, Any]: ...
+
+
+class ResourceTransport(Protocol):
+    """A transport that also carries resources: any MCP-style JSON-RPC request."""
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One JSON-RPC request: its result object.  Raises RPCError, TransportError."""
+        ...
+
+
 # --- the client -------------------------------------------------------------------
 
 
@@ -483,6 +513,66 @@ class BaseClient:
             aclose = getattr(items, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    # --- prompts and resources (MCP's shapes) --------------------------------------
+
+    def _prompt_transport(self) -> PromptTransport:
+        transport: Any = self.transport
+        if not callable(getattr(transport, "get_prompt", None)):
+            raise ClientError(f"{type(transport).__name__} carries no prompts")
+        prompt_transport: PromptTransport = transport
+        return prompt_transport
+
+    def _resource_transport(self) -> ResourceTransport:
+        transport: Any = self.transport
+        if not callable(getattr(transport, "request", None)):
+            raise ClientError(
+                f"{type(transport).__name__} carries no resources (use an http:// URL)"
+            )
+        resource_transport: ResourceTransport = transport
+        return resource_transport
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        """The server's prompts: MCP ``Prompt`` objects (``name``, ``description``,
+        ``arguments`` of ``{name, description, required}``).  Raises :class:`RPCError`
+        (-32601 when the server has no prompts), :class:`TransportError`."""
+        return await self._prompt_transport().list_prompts(self.timeout)
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Prompt ``name`` filled in: MCP's ``GetPromptResult`` (``description``,
+        ``messages`` of ``{role, content}``).  An unknown prompt or a missing or
+        invalid argument raises :class:`InvalidArgumentsError`."""
+        args = {str(k): str(v) for k, v in (arguments or {}).items()}
+        return await self._prompt_transport().get_prompt(name, args, self.timeout)
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        """The server's resources: MCP ``Resource`` objects (``uri``, ``name``, ...)."""
+        result = await self._resource_transport().request("resources/list", {}, self.timeout)
+        return _list_of(result, "resources")
+
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        """The server's resource templates: MCP ``ResourceTemplate`` objects."""
+        result = await self._resource_transport().request(
+            "resources/templates/list", {}, self.timeout
+        )
+        return _list_of(result, "resourceTemplates")
+
+    async def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        """The contents of ``uri``: MCP ``ResourceContents`` (``uri``, ``mimeType``,
+        ``text`` or base64 ``blob``).  An unknown URI raises :class:`InvalidArgumentsError`."""
+        result = await self._resource_transport().request(
+            "resources/read", {"uri": uri}, self.timeout
+        )
+        return _list_of(result, "contents")
+
+
+def _list_of(result: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    items = result.get(key)
+    if not isinstance(items, list):
+        raise TransportError(f"the server answered no list of {key}")
+    return [item for item in items if isinstance(item, dict)]
 
 
 # Pauses between polls of a server whose redeem cannot long-poll, in seconds.

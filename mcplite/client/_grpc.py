@@ -29,6 +29,7 @@ from .. import wire
 from ..protobuf import (
     CodecError,
     ResponseMeta,
+    decode_struct,
     decode_tool_response,
     decode_tools_list,
     encode_tool_request,
@@ -91,6 +92,26 @@ def result_of(result: dict[str, Any], meta: ResponseMeta) -> dict[str, Any]:
     return {**result, "_meta": out}
 
 
+def _prompt_definition(prompt: Any) -> dict[str, Any]:
+    """A proto ``Prompt`` as MCP's ``Prompt`` object."""
+    out: dict[str, Any] = {"name": prompt.name}
+    if prompt.title:
+        out["title"] = prompt.title
+    if prompt.description:
+        out["description"] = prompt.description
+    arguments = []
+    for argument in prompt.arguments:
+        entry: dict[str, Any] = {"name": argument.name}
+        if argument.title:
+            entry["title"] = argument.title
+        if argument.description:
+            entry["description"] = argument.description
+        entry["required"] = argument.required
+        arguments.append(entry)
+    out["arguments"] = arguments
+    return out
+
+
 def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception:
     """The client exception for a non-OK status (``trailing_metadata``: a mapping or None)."""
     status = err.status
@@ -111,6 +132,8 @@ def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception
     code = _JSONRPC_CODES.get(status, -32603)
     if status is Status.NOT_FOUND and isinstance(data, dict) and "reason" in data:
         code = -32602  # an unknown promise, not an unknown tool
+    if status is Status.NOT_FOUND and isinstance(data, dict) and set(data) == {"name"}:
+        code = -32602  # an unknown prompt: -32602 on JSON-RPC, as on MCP
     if status is Status.NOT_FOUND and isinstance(data, dict) and "requested_tool" in data:
         message = "Tool not found"  # as on HTTP; the service says "Tool not found: NAME"
     return rpc_error(code, message, data, grpc_status=status.value)
@@ -198,6 +221,42 @@ class GrpcTransport:
         if meta is None:
             raise TransportError(f"{self.origin} answered CallTool without meta")
         return result_of(result, meta)
+
+    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
+        """``GetPrompts``, as MCP ``Prompt`` objects (empty strings left out)."""
+        from ..grpc._proto import mcplite as generated  # off the hot path: betterproto
+
+        data = await self._unary("GetPrompts", b"", timeout)
+        try:
+            listed = generated.PromptsList().parse(data)
+        except Exception as exc:
+            raise TransportError(f"{self.origin} sent a malformed PromptsList: {exc}") from None
+        return [_prompt_definition(p) for p in listed.prompts]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float
+    ) -> dict[str, Any]:
+        """``GetPrompt``, as MCP's ``GetPromptResult``."""
+        from ..grpc._proto import mcplite as generated
+
+        try:
+            payload = bytes(generated.GetPromptRequest(name=name, arguments=arguments))
+        except UnicodeEncodeError:
+            raise TransportError(
+                f"{self.origin}: gRPC cannot carry a string with a lone surrogate"
+            ) from None
+        data = await self._unary("GetPrompt", payload, timeout)
+        try:
+            answer = generated.GetPromptResponse().parse(data)
+            messages = [decode_struct(bytes(m)) for m in answer.messages]
+        except Exception as exc:
+            raise TransportError(
+                f"{self.origin} sent a malformed GetPromptResponse: {exc}"
+            ) from None
+        out: dict[str, Any] = {"messages": messages}
+        if answer.description:
+            out["description"] = answer.description
+        return out
 
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float

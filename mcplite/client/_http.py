@@ -428,13 +428,9 @@ class HttpTransport:
             )
         return message
 
-    def _rpc_body(self, name: str, arguments: dict[str, Any]) -> bytes:
-        message = {
-            "jsonrpc": "2.0",
-            "id": next(self._ids),
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments},
-        }
+    def _rpc_body(self, name: str, arguments: dict[str, Any], method: str = "tools/call") -> bytes:
+        params = {"name": name, "arguments": arguments} if method == "tools/call" else arguments
+        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
         text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
             return text.encode()
@@ -460,6 +456,28 @@ class HttpTransport:
         if not isinstance(result, dict):
             raise TransportError(f"{self.origin}{path} answered a JSON-RPC reply without a result")
         return result
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One JSON-RPC request of a method that only reads (prompts, resources):
+        its result object.  Raises RPCError, TransportError."""
+        path = self.base_path + "/rpc"
+        body = self._rpc_body("", params, method)
+        status, data = await self._post(path, body, timeout, idempotent=True)
+        result = self._reply(path, status, data).get("result")
+        if not isinstance(result, dict):
+            raise TransportError(f"{self.origin}{path} answered a JSON-RPC reply without a result")
+        return result
+
+    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
+        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
+        if not isinstance(prompts, list):
+            raise TransportError(f"{self.origin} answered no list of prompts")
+        return [p for p in prompts if isinstance(p, dict)]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float
+    ) -> dict[str, Any]:
+        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
 
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float

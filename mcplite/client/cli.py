@@ -1,5 +1,6 @@
 """``mcplite tools URL`` and ``mcplite call URL NAME [key=value ...]``: a client on
-the command line.
+the command line; also ``mcplite prompts URL``, ``mcplite prompt URL NAME
+[key=value ...]``, ``mcplite resources URL`` and ``mcplite read URL URI``.
 
 URL is ``http://HOST:PORT/BASE`` (``http://127.0.0.1:8080/mcp-lite/v1``) or
 ``grpc://HOST:PORT``.
@@ -29,6 +30,16 @@ Exit status:
     token is printed, to redeem later)
 ==  ==========================================================================
 
+Prompts and resources: ``prompts`` lists the prompts (``*`` marks a required
+argument), ``prompt`` prints the filled-in prompt's messages (each after a
+``[role]`` line; text as it is, other content as JSON), with arguments as
+``key=value`` taken as strings (prompt arguments are strings).  ``resources`` lists
+the resources and templates, ``read`` prints a resource's text (binary contents
+go to stdout as bytes).  ``--json`` prints the MCP JSON instead.  They work over
+HTTP; ``prompts`` and ``prompt`` over gRPC too (resources there: exit 2).  An
+unknown prompt or resource, or a missing argument, exits 5; a server without
+prompts or resources exits 6.
+
 Errors are printed as ``mcplite: error: ...`` on stderr.
 
 The lead's ``mcplite/cli.py`` wires these in with :func:`register` and :func:`run`;
@@ -39,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import sys
 from collections.abc import Sequence
@@ -46,6 +58,7 @@ from typing import Any, TextIO
 
 from . import (
     Client,
+    ClientError,
     InvalidArgumentsError,
     Partial,
     PromiseTimeout,
@@ -60,7 +73,7 @@ from . import (
 __all__ = ["COMMANDS", "main", "register", "run"]
 
 #: The subcommands :func:`register` adds.
-COMMANDS = ("tools", "call")
+COMMANDS = ("tools", "call", "prompts", "prompt", "resources", "read")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -153,6 +166,69 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="seconds for each request and for a promise's outcome (default 30)",
     )
     call.set_defaults(client_command="call", log_level="warning")
+    _register_prompts_and_resources(subparsers, url_help)
+
+
+def _register_prompts_and_resources(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], url_help: str
+) -> None:
+    def timeout_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--timeout",
+            type=_timeout,
+            default=30.0,
+            metavar="S",
+            help="seconds to wait (default 30)",
+        )
+
+    prompts = subparsers.add_parser(
+        "prompts",
+        help="list the prompts of a server",
+        description="List the prompts of a server: name, description and arguments "
+        "(* marks the required ones).",
+    )
+    prompts.add_argument("url", metavar="URL", help=url_help)
+    prompts.add_argument("--json", action="store_true", help="print the prompts as JSON")
+    timeout_option(prompts)
+    prompts.set_defaults(client_command="prompts", log_level="warning")
+
+    prompt = subparsers.add_parser(
+        "prompt",
+        help="get a prompt, filled in",
+        description="Get a prompt of a server with its arguments (key=value, taken as "
+        "strings) and print its messages. Exit status: 0 the messages, 2 usage, "
+        "3 connection, 5 unknown prompt or invalid arguments, 6 other protocol error, "
+        "7 timeout.",
+    )
+    prompt.__class__ = _IntermixedParser
+    prompt.add_argument("url", metavar="URL", help=url_help)
+    prompt.add_argument("name", metavar="NAME", help="the prompt")
+    prompt.add_argument("pairs", metavar="KEY=VALUE", nargs="*", help="an argument")
+    prompt.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    timeout_option(prompt)
+    prompt.set_defaults(client_command="prompt", log_level="warning")
+
+    resources = subparsers.add_parser(
+        "resources",
+        help="list the resources of a server",
+        description="List the resources and resource templates of a server (HTTP).",
+    )
+    resources.add_argument("url", metavar="URL", help=url_help)
+    resources.add_argument("--json", action="store_true", help="print them as JSON")
+    timeout_option(resources)
+    resources.set_defaults(client_command="resources", log_level="warning")
+
+    read = subparsers.add_parser(
+        "read",
+        help="read a resource",
+        description="Read a resource of a server (HTTP) and print its contents: text as "
+        "it is, binary contents as bytes. Exit status: 5 unknown resource.",
+    )
+    read.add_argument("url", metavar="URL", help=url_help)
+    read.add_argument("uri", metavar="URI", help="the resource's URI")
+    read.add_argument("--json", action="store_true", help="print the contents as JSON")
+    timeout_option(read)
+    read.set_defaults(client_command="read", log_level="warning")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.client_command == "tools":
             return asyncio.run(_tools(args))
+        if args.client_command in _PROMPT_AND_RESOURCE_COMMANDS:
+            return asyncio.run(_PROMPT_AND_RESOURCE_COMMANDS[args.client_command](args))
         arguments = parse_arguments(args.pairs, args.json_arguments)
         return asyncio.run(_call(args, arguments))
     except UsageError as exc:
@@ -178,9 +256,12 @@ def run(args: argparse.Namespace) -> int:
         if not fields:
             return _error(exc.message, EXIT_INVALID_ARGUMENTS)
         lines = "".join(f"\n  {e['field']}: {e['message']}" for e in fields)
-        return _error(f"invalid arguments for '{args.name}':{lines}", EXIT_INVALID_ARGUMENTS)
+        what = getattr(args, "name", None) or getattr(args, "uri", "?")
+        return _error(f"invalid arguments for '{what}':{lines}", EXIT_INVALID_ARGUMENTS)
     except RPCError as exc:
         return _error(f"{exc.message} (code {exc.code})", EXIT_PROTOCOL)
+    except ClientError as exc:  # e.g. resources asked of a gRPC server
+        return _error(str(exc), EXIT_PROTOCOL)
     except KeyboardInterrupt:
         return 130
 
@@ -293,6 +374,126 @@ def schema_type(schema: dict[str, Any]) -> str:
         if isinstance(options, list) and options:
             return "|".join(schema_type(o) if isinstance(o, dict) else "any" for o in options)
     return "any"
+
+
+# --- prompts and resources ----------------------------------------------------------
+
+
+def _no_grpc(args: argparse.Namespace) -> None:
+    if args.url.lower().startswith("grpc:"):
+        raise UsageError(f"'{args.client_command}' needs an http:// URL: gRPC has no resources")
+
+
+async def _prompts(args: argparse.Namespace) -> int:
+    async with Client(args.url, timeout=args.timeout) as client:
+        prompts = await client.list_prompts()
+    if args.json:
+        _print_json(prompts)
+    else:
+        sys.stdout.write(prompts_table(prompts))
+    return EXIT_OK
+
+
+def prompts_table(prompts: Sequence[dict[str, Any]]) -> str:
+    """A plain-text table: name, description's first line, arguments (``*``: required)."""
+    rows = [("NAME", "DESCRIPTION", "ARGUMENTS")]
+    for prompt in prompts:
+        description = str(prompt.get("description") or "").strip()
+        summary = description.splitlines()[0] if description else ""
+        arguments = prompt.get("arguments")
+        names = [
+            f"{a.get('name')}{'*' if a.get('required') else ''}"
+            for a in (arguments if isinstance(arguments, list) else [])
+            if isinstance(a, dict)
+        ]
+        rows.append((str(prompt.get("name")), summary, ", ".join(names) or "-"))
+    return _table(rows, "(* required)")
+
+
+def _table(rows: Sequence[tuple[str, ...]], footer: str | None = None) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
+        + "  "
+        + row[-1]
+        for row in rows
+    ]
+    if footer is not None:
+        lines.append(footer)
+    return "".join(line.rstrip() + "\n" for line in lines)
+
+
+async def _prompt(args: argparse.Namespace) -> int:
+    arguments = {}
+    for pair in args.pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"expected KEY=VALUE, got {pair!r}")
+        arguments[key] = value
+    async with Client(args.url, timeout=args.timeout) as client:
+        result = await client.get_prompt(args.name, arguments)
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    messages = result.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        sys.stdout.write(f"[{message.get('role')}]\n")
+        _print_content([message.get("content")], sys.stdout)
+    return EXIT_OK
+
+
+async def _resources(args: argparse.Namespace) -> int:
+    _no_grpc(args)
+    async with Client(args.url, timeout=args.timeout) as client:
+        resources = await client.list_resources()
+        templates = await client.list_resource_templates()
+    if args.json:
+        _print_json({"resources": resources, "resourceTemplates": templates})
+        return EXIT_OK
+    rows = [("URI", "MIME TYPE", "NAME")]
+    for entry in resources:
+        rows.append((str(entry.get("uri")), str(entry.get("mimeType") or "-"), _named(entry)))
+    for entry in templates:
+        rows.append(
+            (str(entry.get("uriTemplate")), str(entry.get("mimeType") or "-"), _named(entry))
+        )
+    sys.stdout.write(_table(rows))
+    return EXIT_OK
+
+
+def _named(entry: dict[str, Any]) -> str:
+    name = str(entry.get("title") or entry.get("name") or "")
+    description = str(entry.get("description") or "").strip()
+    summary = description.splitlines()[0] if description else ""
+    return f"{name}: {summary}" if summary else name
+
+
+async def _read(args: argparse.Namespace) -> int:
+    _no_grpc(args)
+    async with Client(args.url, timeout=args.timeout) as client:
+        contents = await client.read_resource(args.uri)
+    if args.json:
+        _print_json(contents)
+        return EXIT_OK
+    for item in contents:
+        if isinstance(item.get("text"), str):
+            text = item["text"]
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        elif isinstance(item.get("blob"), str):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(base64.b64decode(item["blob"]))
+            sys.stdout.buffer.flush()
+    return EXIT_OK
+
+
+_PROMPT_AND_RESOURCE_COMMANDS = {
+    "prompts": _prompts,
+    "prompt": _prompt,
+    "resources": _resources,
+    "read": _read,
+}
 
 
 # --- call ---------------------------------------------------------------------------

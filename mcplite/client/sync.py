@@ -112,6 +112,26 @@ class SyncClient:
         """See :meth:`mcplite.client.BaseClient.cancel`."""
         return self._run(self._client.cancel(token))
 
+    def list_prompts(self) -> list[dict[str, Any]]:
+        """See :meth:`mcplite.client.BaseClient.list_prompts`."""
+        return self._run(self._client.list_prompts())
+
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """See :meth:`mcplite.client.BaseClient.get_prompt`."""
+        return self._run(self._client.get_prompt(name, arguments))
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        """See :meth:`mcplite.client.BaseClient.list_resources`."""
+        return self._run(self._client.list_resources())
+
+    def list_resource_templates(self) -> list[dict[str, Any]]:
+        """See :meth:`mcplite.client.BaseClient.list_resource_templates`."""
+        return self._run(self._client.list_resource_templates())
+
+    def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        """See :meth:`mcplite.client.BaseClient.read_resource`."""
+        return self._run(self._client.read_resource(uri))
+
     def stream(
         self, name: str, arguments: Mapping[str, Any] | None = None
     ) -> Iterator[Partial | Response]:

@@ -13,6 +13,15 @@ Streaming.  Each :class:`~mcplite.envelope.Partial` becomes a ``ToolResponse`` w
 ``result = {"partial": value}`` and NO ``meta`` (spec A.4); the final ``Result`` is
 the one message with ``meta``.
 
+Prompts.  With a :class:`~mcplite.prompts.Prompts` registry (``prompts=``) the
+service also answers ``GetPrompts`` (``PromptsList``: MCP's ``Prompt`` objects,
+spec 8.1) and ``GetPrompt`` (``GetPromptResponse``: the description and each MCP
+``PromptMessage`` as a ``Struct``), through betterproto's generated classes: off
+the hot path.  An unknown prompt is ``NOT_FOUND`` (data ``{"name": ...}``), a
+missing or invalid argument ``INVALID_ARGUMENT``, as ``prompts/get`` answers -32602
+on JSON-RPC (whose handler this reuses).  Without prompts both are
+``UNIMPLEMENTED``.
+
 Errors.  An :class:`~mcplite.errors.MCPLiteError` becomes its ``grpc_status`` with
 its message (``NOT_FOUND`` says ``Tool not found: NAME``; ``INVALID_ARGUMENT``
 names each field).  Its structured ``data`` (spec A.5: ``requested_tool``,
@@ -77,6 +86,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from types import MappingProxyType
 from typing import Any, Protocol
 
+import betterproto.lib.google.protobuf as wkt
 from grpclib.config import Configuration
 from grpclib.const import Cardinality, Handler, Status
 from grpclib.encoding.base import StatusDetailsCodecBase
@@ -90,17 +100,21 @@ from ..config import Config
 from ..context import RequestContext
 from ..envelope import Result
 from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
+from ..methods import prompt_methods
 from ..outcomes import Partial
+from ..prompts import Prompts
 from ..protobuf import (
     CodecError,
     ErrorInfo,
     ResponseMeta,
     decode_tool_request,
     encode_rpc_status,
+    encode_struct,
     encode_tool_response,
     encode_tools_list,
 )
 from ..wire import DEFAULT_MAX_MESSAGE_SIZE, ERROR_DATA_KEY, RESPONSE_TYPE_CODES
+from ._proto import mcplite as generated
 from .connections import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LimitedServer
 
 __all__ = [
@@ -177,11 +191,17 @@ class MCPLiteService:
     """
 
     def __init__(
-        self, dispatcher: DispatcherLike, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+        self,
+        dispatcher: DispatcherLike,
+        *,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        prompts: Prompts | None = None,
     ) -> None:
         if max_message_size < 0:
             raise ValueError("max_message_size must not be negative")
         self._dispatcher = dispatcher
+        self._prompts = prompts
+        self._prompt_get = None if prompts is None else prompt_methods(prompts)["prompts/get"]
         self._max_message_size = max_message_size
         self._tool_definitions: list[dict[str, Any]] | None = None
         self._tools_list = b""
@@ -190,7 +210,7 @@ class MCPLiteService:
         self._closing = False
 
     def __mapping__(self) -> dict[str, Handler]:
-        return {
+        mapping = {
             _SERVICE + "GetTools": Handler(
                 self._tracked(self._get_tools), Cardinality.UNARY_UNARY, RawMessage, RawMessage
             ),
@@ -204,6 +224,14 @@ class MCPLiteService:
                 RawMessage,
             ),
         }
+        if self._prompts is not None:
+            mapping[_SERVICE + "GetPrompts"] = Handler(
+                self._tracked(self._get_prompts), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+            )
+            mapping[_SERVICE + "GetPrompt"] = Handler(
+                self._tracked(self._get_prompt), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+            )
+        return mapping
 
     async def drain(self, grace: float) -> bool:
         """Refuse new calls (UNAVAILABLE, which clients retry) and wait up to ``grace``
@@ -290,6 +318,52 @@ class MCPLiteService:
             if aclose is not None:
                 await aclose()
 
+    async def _get_prompts(self, stream: Stream[RawMessage, RawMessage]) -> None:
+        await self._recv_request(stream)  # Empty
+        assert self._prompts is not None
+        try:
+            listed = generated.PromptsList(
+                prompts=[_prompt_message(p) for p in self._prompts.definitions()]
+            )
+            response = bytes(listed)
+        except Exception:
+            await self._send_unexpected(stream, "GetPrompts")
+            return
+        await stream.send_message(RawMessage(response))
+
+    async def _get_prompt(self, stream: Stream[RawMessage, RawMessage]) -> None:
+        data = await self._recv_request(stream)
+        assert self._prompts is not None and self._prompt_get is not None
+        try:
+            request = generated.GetPromptRequest().parse(data)
+        except Exception:
+            raise GRPCError(Status.INVALID_ARGUMENT, "malformed GetPromptRequest") from None
+        if self._prompts.get(request.name) is None:
+            name = request.name
+            data_ = {"name": name}
+            await _send_status(
+                stream, Status.NOT_FOUND, f"Unknown prompt: {name}", "PROMPT_NOT_FOUND", data_
+            )
+            return
+        params = {"name": request.name, "arguments": dict(request.arguments)}
+        try:
+            result = await self._prompt_get.handler(params, _context(stream))
+            response = bytes(
+                generated.GetPromptResponse(
+                    description=result.get("description") or "",
+                    messages=[
+                        wkt.Struct().parse(encode_struct(m)) for m in result.get("messages", [])
+                    ],
+                )
+            )
+        except MCPLiteError as err:
+            await _send_error(stream, err)
+            return
+        except Exception:
+            await self._send_unexpected(stream, "GetPrompt")
+            return
+        await stream.send_message(RawMessage(response))
+
     # --- helpers ----------------------------------------------------------------
 
     async def _recv_request(self, stream: Stream[RawMessage, RawMessage]) -> bytes:
@@ -339,6 +413,24 @@ def _context(stream: Stream[Any, Any]) -> RequestContext:
     metadata: Mapping[str, Any] = stream.metadata or {}
     headers = MappingProxyType({k.lower(): v for k, v in metadata.items() if isinstance(v, str)})
     return RequestContext("grpc", peer if isinstance(peer, tuple) else None, headers)
+
+
+def _prompt_message(definition: Mapping[str, Any]) -> generated.Prompt:
+    """An MCP ``Prompt`` object as the proto's ``Prompt``."""
+    return generated.Prompt(
+        name=definition["name"],
+        description=definition.get("description") or "",
+        title=definition.get("title") or "",
+        arguments=[
+            generated.PromptArgument(
+                name=a["name"],
+                description=a.get("description") or "",
+                required=bool(a.get("required", False)),
+                title=a.get("title") or "",
+            )
+            for a in definition.get("arguments", [])
+        ],
+    )
 
 
 def _decode_request(data: bytes) -> tuple[str, dict[str, Any]]:
@@ -524,10 +616,16 @@ class GrpcServer:
 
     name = "gRPC"
 
-    def __init__(self, dispatcher: DispatcherLike, config: Config | None = None) -> None:
+    def __init__(
+        self,
+        dispatcher: DispatcherLike,
+        config: Config | None = None,
+        *,
+        prompts: Prompts | None = None,
+    ) -> None:
         self.config = config or Config()
         self.service = MCPLiteService(
-            dispatcher, max_message_size=self.config.grpc_max_message_size
+            dispatcher, max_message_size=self.config.grpc_max_message_size, prompts=prompts
         )
         self._server: LimitedServer | None = None
         self._host = "127.0.0.1"
@@ -605,6 +703,7 @@ def create_server(
     config: Configuration | None = None,
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    prompts: Prompts | None = None,
 ) -> Server:
     """A grpclib Server with the MCPLite service and :class:`ErrorDetailsCodec`, whose
     ``close()`` also closes the clients' connections (grpclib's leaves them open), with
@@ -613,7 +712,7 @@ def create_server(
     Call it inside the running event loop; then ``await server.start(host, port)``.
     For a graceful shutdown use :class:`GrpcServer`.
     """
-    service = MCPLiteService(dispatcher, max_message_size=max_message_size)
+    service = MCPLiteService(dispatcher, max_message_size=max_message_size, prompts=prompts)
     return LimitedServer(
         [service],
         status_details_codec=ErrorDetailsCodec(),

@@ -45,7 +45,7 @@ __all__ = ["HttpConnection"]
 log = logging.getLogger("mcplite")
 access_log = logging.getLogger("mcplite.access")
 
-_LIST, _CALL, _MCP = 1, 2, 3
+_LIST, _CALL, _MCP, _PROMPTS = 1, 2, 3, 4
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _JSON = [(b"content-type", b"application/json")]
@@ -406,7 +406,7 @@ class HttpConnection(asyncio.Protocol):
         chunks = self._chunks
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._chunks = []
-        if self._route == _LIST:
+        if self._route == _LIST or self._route == _PROMPTS:
             self._answer_list(body)
             self._finish()
             return
@@ -502,7 +502,8 @@ class HttpConnection(asyncio.Protocol):
                 self.status = 400
                 self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
                 return
-        self._send(200, _JSON, self.server.tools_body)
+        server = self.server
+        self._send(200, _JSON, server.tools_body if self._route == _LIST else server.prompts_body)
 
     async def _answer_call(self, body: bytes) -> None:
         accept = self._headers.get(b"accept", b"")

@@ -4,7 +4,8 @@ Endpoints under the base path (default ``/mcp-lite/v1``), POST only:
 
 - ``/listtools`` and its alias ``/tools``: ``{"tools": [...]}`` (spec 4.2.1, A.1);
 - ``/calltools`` and its alias ``/rpc``: JSON-RPC 2.0 (spec 4.2.2, A.2), or an
-  SSE stream when the request says ``Accept: text/event-stream`` (spec 4.3, A.4).
+  SSE stream when the request says ``Accept: text/event-stream`` (spec 4.3, A.4);
+- ``/prompts``, when the server has prompts: ``{"prompts": [...]}`` (spec 8.1).
 
 HTTP-level errors (400, 404, 405, 408, 413, 415, 431, 501, 503) carry a JSON-RPC
 error object with ``id: null`` so that a JSON-RPC client can read every answer
@@ -27,9 +28,10 @@ from ..config import Config
 from ..dispatch import Dispatcher
 from ..jsonrpc import JsonRpc, encode
 from ..mcp.server import McpServer
+from ..methods import mcplite_methods
 from ..prompts import Prompts
 from ..resources import Resources
-from .connection import _CALL, _LIST, _MCP, HttpConnection
+from .connection import _CALL, _LIST, _MCP, _PROMPTS, HttpConnection
 
 __all__ = ["HttpServer"]
 
@@ -54,7 +56,10 @@ class HttpServer:
     ) -> None:
         self.dispatcher = dispatcher
         self.config = config = config or dispatcher.config
-        self.rpc = JsonRpc(dispatcher)
+        self.rpc = JsonRpc(
+            dispatcher, mcplite_methods(dispatcher, prompts=prompts, resources=resources)
+        )
+        self.prompts = prompts
         base = config.base_path.encode()
         self.routes = {
             base + b"/listtools": _LIST,
@@ -62,6 +67,8 @@ class HttpServer:
             base + b"/calltools": _CALL,
             base + b"/rpc": _CALL,
         }
+        if prompts is not None:
+            self.routes[base + b"/prompts"] = _PROMPTS
         self.mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
         if config.mcp_path is not None:
             self.routes[config.mcp_path.encode()] = _MCP
@@ -97,6 +104,13 @@ class HttpServer:
             self._tools_body = encode({"tools": dispatcher.tool_definitions()})
             self._tools_version = version
         return self._tools_body
+
+    @property
+    def prompts_body(self) -> bytes:
+        """``POST {base}/prompts``: ``{"prompts": [...]}`` (spec 8.1: name, description,
+        arguments; MCP's ``Prompt`` objects)."""
+        definitions = self.prompts.definitions() if self.prompts is not None else []
+        return encode({"prompts": definitions})
 
     def watch(self) -> None:
         """Make sure the deadline ticker runs while there are connections."""

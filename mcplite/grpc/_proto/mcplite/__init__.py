@@ -92,6 +92,61 @@ class ResponseMeta(betterproto.Message):
     """
 
 
+@dataclass(eq=False, repr=False)
+class PromptArgument(betterproto.Message):
+    """mcplite addition: MCP's PromptArgument."""
+
+    name: str = betterproto.string_field(1)
+    description: str = betterproto.string_field(2)
+    required: bool = betterproto.bool_field(3)
+    title: str = betterproto.string_field(4)
+
+
+@dataclass(eq=False, repr=False)
+class Prompt(betterproto.Message):
+    """
+    mcplite addition: MCP's Prompt (spec 8.1: with metadata about its parameters).
+    """
+
+    name: str = betterproto.string_field(1)
+    description: str = betterproto.string_field(2)
+    arguments: List["PromptArgument"] = betterproto.message_field(3)
+    title: str = betterproto.string_field(4)
+
+
+@dataclass(eq=False, repr=False)
+class PromptsList(betterproto.Message):
+    """mcplite addition: what GetPrompts returns."""
+
+    prompts: List["Prompt"] = betterproto.message_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class GetPromptRequest(betterproto.Message):
+    """
+    mcplite addition: MCP's prompts/get params (prompt arguments are strings).
+    """
+
+    name: str = betterproto.string_field(1)
+    arguments: Dict[str, str] = betterproto.map_field(
+        2, betterproto.TYPE_STRING, betterproto.TYPE_STRING
+    )
+
+
+@dataclass(eq=False, repr=False)
+class GetPromptResponse(betterproto.Message):
+    """
+    mcplite addition: MCP's GetPromptResult.  Each message is MCP's PromptMessage
+     as JSON: {"role": "user" | "assistant", "content": <content block>} (text,
+     image, audio, resource_link or an embedded resource, as on MCP).
+    """
+
+    description: str = betterproto.string_field(1)
+    messages: List["betterproto_lib_google_protobuf.Struct"] = (
+        betterproto.message_field(2)
+    )
+
+
 class McpLiteStub(betterproto.ServiceStub):
     async def get_tools(
         self,
@@ -145,6 +200,40 @@ class McpLiteStub(betterproto.ServiceStub):
         ):
             yield response
 
+    async def get_prompts(
+        self,
+        empty: "Empty",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "PromptsList":
+        return await self._unary_unary(
+            "/mcplite.MCPLite/GetPrompts",
+            empty,
+            PromptsList,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def get_prompt(
+        self,
+        get_prompt_request: "GetPromptRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "GetPromptResponse":
+        return await self._unary_unary(
+            "/mcplite.MCPLite/GetPrompt",
+            get_prompt_request,
+            GetPromptResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class McpLiteBase(ServiceBase):
 
@@ -159,6 +248,14 @@ class McpLiteBase(ServiceBase):
     ) -> AsyncIterator[ToolResponse]:
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
         yield ToolResponse()
+
+    async def get_prompts(self, empty: "Empty") -> "PromptsList":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def get_prompt(
+        self, get_prompt_request: "GetPromptRequest"
+    ) -> "GetPromptResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
     async def __rpc_get_tools(
         self, stream: "grpclib.server.Stream[Empty, ToolsList]"
@@ -184,6 +281,20 @@ class McpLiteBase(ServiceBase):
             request,
         )
 
+    async def __rpc_get_prompts(
+        self, stream: "grpclib.server.Stream[Empty, PromptsList]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.get_prompts(request)
+        await stream.send_message(response)
+
+    async def __rpc_get_prompt(
+        self, stream: "grpclib.server.Stream[GetPromptRequest, GetPromptResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.get_prompt(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
         return {
             "/mcplite.MCPLite/GetTools": grpclib.const.Handler(
@@ -203,5 +314,17 @@ class McpLiteBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_STREAM,
                 ToolRequest,
                 ToolResponse,
+            ),
+            "/mcplite.MCPLite/GetPrompts": grpclib.const.Handler(
+                self.__rpc_get_prompts,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                Empty,
+                PromptsList,
+            ),
+            "/mcplite.MCPLite/GetPrompt": grpclib.const.Handler(
+                self.__rpc_get_prompt,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                GetPromptRequest,
+                GetPromptResponse,
             ),
         }
