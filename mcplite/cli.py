@@ -3,8 +3,9 @@
 ``python -m mcplite stdio MODULE[:ATTR]``: the same tools as MCP on stdin/stdout
 (:mod:`mcplite.mcp.stdio`), for an MCP host that starts its servers.
 
-Also ``python -m mcplite tools URL`` and ``python -m mcplite call URL NAME k=v``,
-the client commands of :mod:`mcplite.client.cli`.
+Also ``python -m mcplite tools URL``, ``call URL NAME k=v``, ``prompts URL``,
+``prompt URL NAME k=v``, ``resources URL`` and ``read URL URI``, the client
+commands of :mod:`mcplite.client.cli`.
 
 ``MODULE:ATTR`` names a :class:`~mcplite.Tools` registry; ``MODULE`` alone looks
 for the attribute ``tools``.  The module's ``prompts`` (a :class:`~mcplite.Prompts`)
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
@@ -189,11 +191,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds of tool silence before an SSE heartbeat",
     )
+    process = serve.add_argument_group("process")
     _add_process_options(
-        serve.add_argument_group("process"),
+        process,
         d,
         grace_help="seconds in-flight calls get after SIGINT/SIGTERM",
         access_log_help="no log line per HTTP request",
+    )
+    process.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="worker processes serving the same ports (SO_REUSEPORT), supervised and "
+        "restarted by this one; more than 1 needs a shared promise store",
     )
     _add_stdio_command(commands, d)
     from .client import cli as client_cli
@@ -269,10 +280,11 @@ def _add_promise_options(group: Any, d: Config) -> None:
     )
     group.add_argument(
         "--promise-store",
-        default=d.promise_store,
+        default=None,
         metavar="URL",
-        help="where promises live: memory:// (default), sqlite:///PATH (processes of one "
-        "host), redis://HOST:PORT/DB or rediss:// (many hosts; mcplite[redis])",
+        help="where promises live: memory:// (default; with --workers > 1 a SQLite file "
+        "in a private temporary directory), sqlite:///PATH (processes of one host), "
+        "redis://HOST:PORT/DB or rediss:// (many hosts; mcplite[redis])",
     )
 
 
@@ -341,7 +353,7 @@ def _shared_config(args: argparse.Namespace) -> dict[str, Any]:
         "promise_after": args.promise_after,
         "promise_ttl": args.promise_ttl,
         "max_promises": args.max_promises,
-        "promise_store": args.promise_store,
+        "promise_store": args.promise_store or Config().promise_store,
         "secret": args.secret.encode() if args.secret else None,
         "grace": args.grace,
         "access_log": not args.no_access_log,
@@ -373,7 +385,7 @@ def _stdio_config(args: argparse.Namespace) -> Config:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("tools", "call"):
+    if args.command in ("tools", "call", "prompts", "prompt", "resources", "read"):
         from .client import cli as client_cli
 
         return client_cli.run(args)
@@ -383,6 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        if args.command == "serve" and args.workers > 1:
+            from .workers import check_store, run_workers
+
+            check_store(args.promise_store, args.workers)
+            load_served(args.target)  # a module that does not load: one error, no workers
+            config = dataclasses.replace(_config(args), promise_store=args.promise_store or "")
+            return run_workers(args.target, config, args.workers, log_level=args.log_level)
         if args.command == "serve":
             served = load_served(args.target)
             asyncio.run(

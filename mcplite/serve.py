@@ -13,6 +13,7 @@ import secrets
 import signal
 import socket
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ._version import __version__
@@ -84,10 +85,20 @@ async def serve(
     *,
     prompts: Prompts | None = None,
     resources: Resources | None = None,
+    reuse_port: bool = False,
+    sockets: dict[str, socket.socket] | None = None,
+    announce: Callable[[int, list[str]], None] | None = None,
 ) -> None:
     """Run every enabled binding until SIGINT/SIGTERM, then shut down gracefully:
     drain every binding within ``config.grace``, close them, close the core.
-    ``prompts`` and ``resources`` are served on the MCP endpoint."""
+    ``prompts`` and ``resources`` are served on the MCP endpoint.
+
+    ``reuse_port`` binds with SO_REUSEPORT (the workers of :mod:`mcplite.workers`
+    share their ports so).  ``sockets`` maps a binding's name ("HTTP", "gRPC") to an
+    already bound, listening socket it serves instead of binding its address (the
+    workers' fallback where SO_REUSEPORT does not spread connections).  ``announce``,
+    when given, is told the tool count and the URLs once every binding listens,
+    instead of the "serving" log line."""
     if config.http is None and config.grpc is None:
         raise ServeError("both bindings are off: nothing to serve")
     config = resolve_secret(config)
@@ -103,18 +114,18 @@ async def serve(
     try:
         for binding, address in _bindings(dispatcher, config, prompts, resources):
             host, port = address
-            _guard_accept(await _listen(binding, host, port))
+            sock = (sockets or {}).get(binding.name)
+            _guard_accept(await _listen(binding, host, port, reuse_port, sock))
             bindings.append(binding)
     except BaseException:
         await asyncio.gather(*(b.close() for b in bindings))
         await dispatcher.close()
         raise
-    log.info(
-        "mcplite %s serving %d tools on %s",
-        __version__,
-        len(dispatcher.tool_definitions()),
-        " and ".join(b.url() for b in bindings),
-    )
+    count, urls = len(dispatcher.tool_definitions()), [b.url() for b in bindings]
+    if announce is not None:
+        announce(count, urls)
+    else:
+        log.info("mcplite %s serving %d tools on %s", __version__, count, " and ".join(urls))
     await stop.wait()
     log.info("shutting down: finishing in-flight calls (grace %ss)", config.grace)
     await asyncio.gather(*(b.drain(config.grace) for b in bindings))
@@ -139,13 +150,21 @@ def _bindings(
     if config.grpc is not None:
         from .grpc.service import GrpcServer
 
-        out.append((GrpcServer(dispatcher, config), config.grpc))
+        out.append((GrpcServer(dispatcher, config, prompts=prompts), config.grpc))
     return out
 
 
-async def _listen(binding: Binding, host: str, port: int) -> Any:
+async def _listen(
+    binding: Binding,
+    host: str,
+    port: int,
+    reuse_port: bool = False,
+    sock: socket.socket | None = None,
+) -> Any:
     try:
-        return await binding.start(host, port)
+        if sock is not None:
+            return await binding.start(sock=sock)
+        return await binding.start(host, port, reuse_port=reuse_port)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ServeError(

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import BASE, WAIT, RunningServer, start_server
@@ -262,3 +263,79 @@ def test_a_promise_without_an_outcome_in_time_exits_7_with_its_token(
     assert done.returncode == 7
     assert done.stderr.startswith("mcplite: error: no outcome of 'analyze_dataset' within 0.3 s")
     assert "prom_" in done.stderr
+
+
+# --- prompts and resources --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_lite() -> Iterator[Any]:
+    """The demo with its prompts and resources (as ``mcplite serve mcplite.demo``)."""
+    from test_prompts_lite import serving_demo
+
+    with serving_demo() as server:
+        yield server
+
+
+def test_prompts_prints_each_prompt_with_its_arguments_over_http_and_grpc(
+    demo_lite: Any,
+) -> None:
+    over_http = mcplite("prompts", demo_lite.http_url)
+    assert over_http.returncode == 0, over_http.stderr
+    lines = over_http.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "DESCRIPTION", "ARGUMENTS"]
+    rows = {line.split()[0]: line for line in lines[1:-1]}
+    assert set(rows) == {"explain_section", "ask_the_corpus"}
+    assert "document_id*" in rows["explain_section"]
+    assert lines[-1] == "(* required)"
+    over_grpc = mcplite("prompts", demo_lite.grpc_url)
+    assert over_grpc.returncode == 0, over_grpc.stderr
+    assert over_grpc.stdout == over_http.stdout
+
+
+def test_prompt_prints_the_messages_of_the_filled_in_prompt(demo_lite: Any) -> None:
+    done = mcplite("prompt", demo_lite.http_url, "ask_the_corpus", "question=what is MCP?")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[user]\n")
+    assert "what is MCP?" in done.stdout
+    as_json = mcplite("prompt", demo_lite.grpc_url, "ask_the_corpus", "question=42", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert "42" in json.loads(as_json.stdout)["messages"][0]["content"]["text"]
+
+
+def test_an_unknown_prompt_or_a_missing_argument_exits_5(demo_lite: Any) -> None:
+    unknown = mcplite("prompt", demo_lite.http_url, "nope")
+    assert unknown.returncode == 5
+    assert unknown.stderr == "mcplite: error: Unknown prompt: nope\n"
+    missing = mcplite("prompt", demo_lite.grpc_url, "explain_section")
+    assert missing.returncode == 5
+    assert "document_id" in missing.stderr
+
+
+def test_resources_lists_them_and_read_prints_a_resources_text(demo_lite: Any) -> None:
+    listed = mcplite("resources", demo_lite.http_url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    both = json.loads(listed.stdout)
+    uri = both["resources"][0]["uri"]
+    assert both["resourceTemplates"][0]["uriTemplate"]
+    read = mcplite("read", demo_lite.http_url, uri)
+    assert read.returncode == 0, read.stderr
+    expected = demo_lite.rpc("resources/read", {"uri": uri})["result"]["contents"][0]["text"]
+    assert read.stdout.rstrip("\n") == expected.rstrip("\n")
+
+
+def test_reading_an_unknown_resource_exits_5_and_resources_over_grpc_exit_2(
+    demo_lite: Any,
+) -> None:
+    unknown = mcplite("read", demo_lite.http_url, "mcplite-demo://nowhere")
+    assert unknown.returncode == 5
+    assert "mcplite-demo://nowhere" in unknown.stderr
+    over_grpc = mcplite("resources", demo_lite.grpc_url)
+    assert over_grpc.returncode == 2
+    assert "http://" in over_grpc.stderr
+
+
+def test_a_server_without_prompts_exits_6(url: str) -> None:
+    done = mcplite("prompts", url)
+    assert done.returncode == 6
+    assert "(code -32601)" in done.stderr

@@ -1,0 +1,227 @@
+"""``mcplite serve --workers N``: a supervisor and N worker processes on one port
+each for HTTP and gRPC (SO_REUSEPORT), sharing one secret and one SQLite promise
+store, restarted when they die, drained and gone when the supervisor is stopped."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import PROCESS_WAIT, ROOT, ServeProcess, call_message, serve_process, subprocess_env
+
+from mcplite.client import Client
+from mcplite.workers import restart_delay
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork") or sys.platform != "linux", reason="SO_REUSEPORT spreading: Linux"
+)
+
+TOOLS = """
+import asyncio
+import os
+
+from mcplite import ALWAYS, Tools
+
+tools = Tools()
+
+
+@tools.tool
+def pid() -> str:
+    return str(os.getpid())
+
+
+@tools.tool(promise_after=ALWAYS)
+async def slow_pid(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return str(os.getpid())
+"""
+
+#: Upper bound of the requests a test makes while waiting to reach a given worker.
+MAX_TRIES = 200
+WORKERS = re.compile(r"(\d+) workers \(pids ([\d, ]+)\)")
+
+
+@pytest.fixture(params=["reuse-port", "inherit"])
+def workers(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ServeProcess]:
+    """``--workers 2`` serving a module whose tools say which process ran them: each
+    worker binding the ports with SO_REUSEPORT (Linux's way), or all accepting on the
+    sockets the supervisor listens on (the fallback elsewhere)."""
+    (tmp_path / "pid_tools.py").write_text(TOOLS)
+    if request.param == "inherit":
+        monkeypatch.setenv("MCPLITE_WORKER_SOCKETS", "inherit")
+    with serve_process(
+        "pid_tools",
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--grace",
+        "2",
+        "--no-access-log",
+        extra_path=tmp_path,
+    ) as server:
+        yield server
+
+
+def worker_pids(server: ServeProcess) -> list[int]:
+    for line in server.lines:
+        match = WORKERS.search(line)
+        if match:
+            return [int(p) for p in match.group(2).split(",")]
+    raise AssertionError(f"no worker pids logged: {server.lines}")
+
+
+def pid_over_http(server: ServeProcess, conn: http.client.HTTPConnection | None = None) -> int:
+    """The pid of the worker that answered a call on a new connection (or ``conn``)."""
+    reply = server.call("pid", conn=conn)
+    return int(reply["result"]["content"][0]["text"])
+
+
+def pids_until(server: ServeProcess, wanted: set[int]) -> set[int]:
+    """Calls on new connections, every one answered, until each pid of ``wanted`` has
+    answered (bounded); every pid that answered."""
+    seen: set[int] = set()
+    for _ in range(MAX_TRIES):
+        seen.add(pid_over_http(server))
+        if wanted <= seen:
+            return seen
+    raise AssertionError(f"after {MAX_TRIES} calls only {seen} answered, wanted {wanted}")
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def dead(pid: int) -> bool:
+    """Gone, or a zombie that init has yet to reap (an orphan's exit is not ours to wait)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
+def test_two_workers_answer_http_on_one_port(workers: ServeProcess) -> None:
+    pids = worker_pids(workers)
+    assert len(pids) == 2
+    assert pids_until(workers, set(pids)) == set(pids)
+
+
+async def test_two_workers_answer_grpc_on_one_port(workers: ServeProcess) -> None:
+    pids = set(worker_pids(workers))
+    seen: set[int] = set()
+    for _ in range(MAX_TRIES):
+        # A new client is a new connection, which the kernel may give to either worker.
+        async with Client(f"grpc://127.0.0.1:{workers.grpc_port}", timeout=PROCESS_WAIT) as c:
+            seen.add(int((await c.call("pid")).text))
+        if seen == pids:
+            break
+    assert seen == pids
+
+
+def test_a_promise_made_by_one_worker_is_redeemed_through_the_other(
+    workers: ServeProcess,
+) -> None:
+    # Keep-alive connections stay with the worker that accepted them: find one per worker.
+    by_pid: dict[int, http.client.HTTPConnection] = {}
+    try:
+        for _ in range(MAX_TRIES):
+            conn = http.client.HTTPConnection("127.0.0.1", workers.http_port, timeout=PROCESS_WAIT)
+            pid = pid_over_http(workers, conn)
+            if pid in by_pid:
+                conn.close()
+            else:
+                by_pid[pid] = conn
+            if len(by_pid) == 2:
+                break
+        assert len(by_pid) == 2
+        (maker, maker_conn), (redeemer, redeemer_conn) = by_pid.items()
+        assert pid_over_http(workers, redeemer_conn) == redeemer  # still the same worker
+        made = workers.call("slow_pid", {"seconds": 0.2}, conn=maker_conn)["result"]
+        assert made["_meta"]["response_type"] == "promise"
+        token = made["_meta"]["promise_token"]
+        status, reply = workers.post(
+            "/rpc", call_message("redeem", {"promise": token, "wait": 10}), redeemer_conn
+        )
+        assert status == 200, reply
+        assert reply["result"]["_meta"]["response_type"] == "answer"
+        assert reply["result"]["content"] == [{"type": "text", "text": str(maker)}]
+    finally:
+        for conn in by_pid.values():
+            conn.close()
+
+
+def test_a_killed_worker_is_restarted_and_serving_never_stops(workers: ServeProcess) -> None:
+    victim, survivor = worker_pids(workers)
+    os.kill(victim, signal.SIGKILL)
+    workers.wait_for(rf"\(pid {victim}\) was killed by SIGKILL; restarting it in 0\.5s")
+    # Every call is answered while the worker is down and after it is back.
+    assert survivor in pids_until(workers, {survivor})
+    replacement = int(workers.wait_for(r"worker \d restarted \(pid (\d+)\)").group(1))
+    assert replacement not in (victim, survivor)
+    assert pids_until(workers, {survivor, replacement}) == {survivor, replacement}
+
+
+def test_sigterm_stops_the_supervisor_with_0_and_leaves_no_worker(
+    workers: ServeProcess,
+) -> None:
+    pids = worker_pids(workers)
+    started = time.monotonic()
+    lines = workers.stop()
+    assert workers.proc.returncode == 0, lines
+    assert time.monotonic() - started < 2 + 5  # --grace 2 plus the kill margin
+    assert all(gone(pid) for pid in pids), pids
+    assert lines[-1].endswith("mcplite: stopped")
+    assert len([line for line in lines if re.search(r"serving \d+ tools on", line)]) == 1
+
+
+def test_workers_refuse_an_in_memory_promise_store() -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "mcplite", "serve", "mcplite.demo"),
+            *("--http", "127.0.0.1:0", "--no-grpc", "--workers", "2"),
+            *("--promise-store", "memory://"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_WAIT,
+        cwd=ROOT,
+        env=subprocess_env(),
+    )
+    assert done.returncode == 2
+    assert "memory:// cannot be shared by 2 workers" in done.stderr
+
+
+def test_workers_stop_when_their_supervisor_is_killed(workers: ServeProcess) -> None:
+    pids = worker_pids(workers)
+    workers.proc.kill()
+    workers.proc.wait(PROCESS_WAIT)
+    # stderr ends only when no worker holds it any more.
+    lines = workers.rest_of_stderr()
+    assert any("the supervisor is gone: stopping" in line for line in lines), lines
+    assert all(dead(pid) for pid in pids), pids
+
+
+def test_restarts_back_off_from_half_a_second_to_ten_and_reset_after_30_s_up() -> None:
+    delays, backoff = [], 0.5
+    for _ in range(7):
+        delay, backoff = restart_delay(backoff, uptime=1.0)
+        delays.append(delay)
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert restart_delay(backoff, uptime=30.0) == (0.5, 1.0)
