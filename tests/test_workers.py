@@ -5,6 +5,7 @@ store, restarted when they die, drained and gone when the supervisor is stopped.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import signal
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.skipif(
 TOOLS = """
 import asyncio
 import os
+import time
 
 from mcplite import ALWAYS, Tools
 
@@ -35,6 +37,13 @@ tools = Tools()
 
 @tools.tool
 def pid() -> str:
+    return str(os.getpid())
+
+
+@tools.tool
+async def hold_loop(seconds: float) -> str:
+    # Blocks this worker's event loop on purpose: it cannot accept meanwhile.
+    time.sleep(seconds)
     return str(os.getpid())
 
 
@@ -139,8 +148,15 @@ def test_a_promise_made_by_one_worker_is_redeemed_through_the_other(
     workers: ServeProcess,
 ) -> None:
     # Keep-alive connections stay with the worker that accepted them: find one per worker.
+    # With one inherited listening socket the worker that accepts first wins every
+    # time when idle, so the first worker's loop is held busy while the second one
+    # is looked for: it cannot accept then.
     by_pid: dict[int, http.client.HTTPConnection] = {}
     try:
+        first = http.client.HTTPConnection("127.0.0.1", workers.http_port, timeout=PROCESS_WAIT)
+        by_pid[pid_over_http(workers, first)] = first
+        hold = json.dumps(call_message("hold_loop", {"seconds": 3}))
+        first.request("POST", "/mcp-lite/v1/rpc", hold, {"Content-Type": "application/json"})
         for _ in range(MAX_TRIES):
             conn = http.client.HTTPConnection("127.0.0.1", workers.http_port, timeout=PROCESS_WAIT)
             pid = pid_over_http(workers, conn)
@@ -148,8 +164,8 @@ def test_a_promise_made_by_one_worker_is_redeemed_through_the_other(
                 conn.close()
             else:
                 by_pid[pid] = conn
-            if len(by_pid) == 2:
                 break
+        first.getresponse().read()  # the held call's answer: the connection is free again
         assert len(by_pid) == 2
         (maker, maker_conn), (redeemer, redeemer_conn) = by_pid.items()
         assert pid_over_http(workers, redeemer_conn) == redeemer  # still the same worker
