@@ -152,6 +152,24 @@ def test_every_applicable_2026_07_28_scenario_passes_the_official_suite(run_2026
     assert "server-stateless" in run_2026.checks, run_2026.explain()
 
 
+#: server-stateless's subscriptions/listen checks: SKIPPED unless list changes are
+#: advertised and delivered, so a pass of the scenario alone does not show them.
+SUBSCRIPTION_CHECKS = {
+    "sep-2575-server-sends-subscription-ack",
+    "sep-2575-server-tags-subscription-id",
+    "sep-2575-server-honors-notification-filter",
+    "sep-2575-server-sends-tools-list-changed-on-subscription",
+    "sep-2575-server-sends-prompts-list-changed-on-subscription",
+}
+
+
+def test_the_subscription_checks_of_2026_07_28_succeed_rather_than_skip(run_2026: Run) -> None:
+    statuses = {str(c["id"]): c["status"] for c in run_2026.checks["server-stateless"]}
+    assert {name: statuses.get(name) for name in SUBSCRIPTION_CHECKS} == dict.fromkeys(
+        SUBSCRIPTION_CHECKS, "SUCCESS"
+    ), run_2026.explain()
+
+
 def test_every_tasks_header_and_json_schema_scenario_of_2026_07_28_passes_though_not_scored(
     run_2026: Run,
 ) -> None:
