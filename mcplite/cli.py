@@ -182,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="more gRPC connections are closed at once (UNAVAILABLE)",
     )
+    _add_security_options(
+        serve.add_argument_group("security (HTTP and gRPC; see docs/security.md)")
+    )
     promises = serve.add_argument_group("promises and streams")
     _add_promise_options(promises, d)
     promises.add_argument(
@@ -211,6 +214,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     client_cli.register(commands)
     return parser
+
+
+def _add_security_options(group: Any) -> None:
+    group.add_argument(
+        "--auth-tokens",
+        metavar="PATH",
+        help="bearer tokens, one per line followed by the scopes it grants "
+        "(default: the file $MCPLITE_AUTH_TOKENS names)",
+    )
+    group.add_argument(
+        "--oauth-issuer", metavar="URL", help="accept JWT access tokens from this issuer"
+    )
+    group.add_argument(
+        "--oauth-audience", metavar="AUD", help="the audience those tokens must name"
+    )
+    group.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the origin clients reach this server at (for the OAuth resource metadata)",
+    )
+    group.add_argument(
+        "--open-discovery",
+        action="store_true",
+        help="let clients without a token list tools, prompts and resources",
+    )
+    group.add_argument(
+        "--rate-limit",
+        type=_positive(float),
+        metavar="N",
+        help="requests per second per caller (429 / RESOURCE_EXHAUSTED beyond)",
+    )
+    group.add_argument(
+        "--rate-burst", type=_positive(float), metavar="N", help="burst size (default: N)"
+    )
+    group.add_argument("--certfile", metavar="PEM", help="serve TLS with this certificate chain")
+    group.add_argument("--keyfile", metavar="PEM", help="the certificate's private key")
+    group.add_argument(
+        "--client-ca", metavar="PEM", help="require client certificates signed by this CA"
+    )
 
 
 def _add_stdio_command(commands: Any, d: Config) -> None:
@@ -375,6 +417,16 @@ def _config(args: argparse.Namespace) -> Config:
         grpc_idle_timeout=args.grpc_idle_timeout,
         grpc_max_connections=args.grpc_max_connections,
         heartbeat=args.heartbeat,
+        auth_tokens=args.auth_tokens,
+        oauth_issuer=args.oauth_issuer,
+        oauth_audience=args.oauth_audience,
+        public_url=args.public_url,
+        open_discovery=args.open_discovery,
+        rate_limit=args.rate_limit,
+        rate_burst=args.rate_burst,
+        certfile=args.certfile,
+        keyfile=args.keyfile,
+        client_ca=args.client_ca,
         **_shared_config(args),
     )
 

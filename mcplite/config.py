@@ -7,6 +7,7 @@ Every limit has a default that protects a server nobody has tuned; the README's
 from __future__ import annotations
 
 import math
+import ssl
 from dataclasses import dataclass, fields
 
 from .wire import DEFAULT_BASE_PATH, DEFAULT_MAX_MESSAGE_SIZE
@@ -68,6 +69,36 @@ class Config:
     access_log: bool = True
     sync_workers: int | None = None  # thread pool size for sync tools (None: Python's default)
 
+    # TLS on HTTP and gRPC (both or neither): a PEM certificate chain and its key;
+    # with a client CA, clients must present a certificate it signed (mutual TLS).
+    certfile: str | None = None
+    keyfile: str | None = None
+    client_ca: str | None = None
+
+    # Authentication on HTTP and gRPC (stdio is exempt); see mcplite.auth.
+    auth_tokens: str | None = None  # a file: TOKEN [SCOPE ...] per line
+    oauth_issuer: str | None = None  # verify JWT access tokens from this issuer...
+    oauth_audience: str | None = None  # ...issued for this audience
+    public_url: str | None = None  # the origin clients use, for the resource metadata
+    open_discovery: bool = False  # listing without a token (calls never)
+    rate_limit: float | None = None  # requests per second per caller (token bucket)
+    rate_burst: float | None = None  # the bucket's size (default: max(1, rate_limit))
+
+    def server_ssl_context(self, alpn: tuple[str, ...] = ()) -> ssl.SSLContext | None:
+        """The TLS context of a listener (None: plaintext).  Raises OSError or
+        ssl.SSLError naming the file that cannot be used."""
+        if self.certfile is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.certfile, self.keyfile)
+        if self.client_ca is not None:
+            context.load_verify_locations(cafile=self.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+        if alpn:
+            context.set_alpn_protocols(list(alpn))
+        return context
+
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
@@ -87,6 +118,10 @@ class Config:
             if not self.mcp_path.startswith("/"):
                 raise ValueError(f"mcp_path must start with '/', got {self.mcp_path!r}")
             self.mcp_path = self.mcp_path.rstrip("/") or "/"
+        if (self.oauth_issuer is None) != (self.oauth_audience is None):
+            raise ValueError("OAuth needs both an issuer and an audience")
+        if (self.keyfile is not None or self.client_ca is not None) and self.certfile is None:
+            raise ValueError("keyfile and client_ca need a certfile")
         if not self.base_path.startswith("/"):
             raise ValueError(f"base_path must start with '/', got {self.base_path!r}")
         self.base_path = self.base_path.rstrip("/")

@@ -28,6 +28,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
+from .auth import Auth, ScopePolicy, binding_of
 from .authorize import AllowAll, Policy
 from .config import Config
 from .context import IN_PROCESS, RequestContext
@@ -70,6 +71,7 @@ class Dispatcher:
         *,
         promises: PromiseStore | None = None,
         policy: Policy | None = None,
+        auth: Auth | None = None,
     ) -> None:
         self.config = config = config or Config()
         secret = config.secret if config.secret is not None else secrets.token_bytes(32)
@@ -84,7 +86,11 @@ class Dispatcher:
             )
         )
         self.promises.on_cancel(self._stop_local)
-        self.policy: Policy = policy if policy is not None else AllowAll()
+        #: Authentication for the network bindings (None: off); see :mod:`mcplite.auth`.
+        self.auth = auth if auth is not None and auth.required else None
+        if policy is None:
+            policy = ScopePolicy(self.auth) if self.auth is not None else AllowAll()
+        self.policy: Policy = policy
         self.runner = Runner(config.sync_workers)
         #: Names this process as the owner of the promises whose tasks it runs.
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
@@ -155,32 +161,27 @@ class Dispatcher:
 
     # -- discovery ----------------------------------------------------------
 
+    def tools(self) -> list[Tool]:
+        """Every tool served, system tools included."""
+        return list(self._tools.values())
+
     def tool_definitions(self, context: RequestContext = IN_PROCESS) -> list[dict[str, Any]]:
         """Every tool's discovery entry the caller may see, system tools included."""
         if type(self.policy) is AllowAll:
             return self._definitions  # built once
         return [t.definition() for t in self._tools.values() if self.policy.visible(context, t)]
 
-    def tool(self, name: str) -> Tool:
-        """The tool called ``name``; raises :class:`ToolNotFound` with a suggestion."""
+    def tool(self, name: str, context: RequestContext = IN_PROCESS) -> Tool:
+        """The tool called ``name``; raises :class:`ToolNotFound` with a suggestion
+        among the tools ``context``'s caller may see."""
         tool = self._tools.get(name)
         if tool is None:
-            raise ToolNotFound(name, self._names, self._closest(name))
+            names = self._names
+            if type(self.policy) is not AllowAll:
+                visible = self.policy.visible
+                names = [n for n, t in self._tools.items() if visible(context, t)]
+            raise ToolNotFound(name, names, _closest(name, names))
         return tool
-
-    def _closest(self, name: str) -> str | None:
-        """The registered name closest to ``name`` (A.5's suggestion), if any is close.
-
-        A name containing the request (or contained in it) wins; otherwise the
-        best similarity ratio of at least 0.3, which still catches a wrong word
-        in a long name while leaving unrelated names unsuggested.
-        """
-        lowered = name.lower()
-        contains = [n for n in self._names if lowered and (lowered in n or n in lowered)]
-        if contains:
-            return min(contains, key=lambda n: abs(len(n) - len(name)))
-        close = difflib.get_close_matches(name, self._names, n=1, cutoff=0.3)
-        return close[0] if close else None
 
     # -- calls --------------------------------------------------------------
 
@@ -199,7 +200,7 @@ class Dispatcher:
             raise InvalidParams.from_fields([(e.path, e.message) for e in exc.errors]) from None
 
     def _admit(self, name: str, arguments: Any, context: RequestContext) -> tuple[Tool, Any]:
-        tool = self.tool(name)
+        tool = self.tool(name, context)
         self.policy.authorize(context, tool)
         args = self.validate(tool, arguments)
         if self.active >= self.config.max_concurrent_calls:
@@ -217,7 +218,7 @@ class Dispatcher:
         self.active += 1
         try:
             if tool.kind is Kind.SYSTEM:
-                result: Result = await tool.fn(**args)
+                result: Result = await tool.fn(context, **args)
                 return result
             started, t0 = time.time(), time.perf_counter()
             deadline = tool.promise_after
@@ -259,7 +260,7 @@ class Dispatcher:
             record = await self.promises.create(tool.name, self.owner)
             promised = True
             self._adopt(record, task, progress)
-            return self._promised(record, started, t0)
+            return self._promised(record, started, t0, binding_of(context.caller))
         finally:
             if not promised and not task.done():
                 task.cancel()  # the caller left, or the store is full: stop the tool
@@ -318,14 +319,14 @@ class Dispatcher:
         if task is not None and not task.done():
             task.cancel()
 
-    def _promised(self, record: PromiseRecord, started: float, t0: float) -> Result:
+    def _promised(self, record: PromiseRecord, started: float, t0: float, bound: bytes) -> Result:
         progress = record.progress
         estimated = None
         shown = None
         if progress:
             estimated = progress.get("estimated_completion")
             shown = {k: v for k, v in progress.items() if k != "estimated_completion"} or None
-        token = self.sealer.seal(record.promise_id, record.expires_at)
+        token = self.sealer.seal(record.promise_id, record.expires_at, bound)
         outcome = Promised(token, record.expires_at, shown, estimated)
         return Result(outcome, started, (time.perf_counter() - t0) * 1000)
 
@@ -386,14 +387,18 @@ class Dispatcher:
         ).kind = Kind.SYSTEM
         return list(system)
 
-    async def redeem(self, token: str, wait: float = 0) -> Result:
+    async def redeem(
+        self, token: str, wait: float = 0, context: RequestContext = IN_PROCESS
+    ) -> Result:
         """The outcome behind a promise token, or the promise again while it runs.
 
-        The token is verified before any store access; raises :class:`InvalidToken`,
-        :class:`ExpiredToken` or :class:`UnknownPromise`.
+        The token is verified before any store access, for ``context``'s caller
+        (a promise is bound to the subject that created it); raises
+        :class:`InvalidToken`, :class:`ExpiredToken` or :class:`UnknownPromise`.
         """
         started, t0 = time.time(), time.perf_counter()
-        promise_id, _ = self.sealer.open(token)
+        bound = binding_of(context.caller)
+        promise_id, _ = self.sealer.open(token, bound)
         record = await self.promises.get(promise_id)
         if record.status is PromiseStatus.RUNNING:
             task = self._local.get(promise_id)
@@ -409,7 +414,7 @@ class Dispatcher:
             elif wait > 0:
                 record = await self.promises.wait(promise_id, wait)
         if record.status is PromiseStatus.RUNNING:
-            return self._promised(record, started, t0)
+            return self._promised(record, started, t0, bound)
         if record.status is PromiseStatus.CANCELLED:
             elapsed = (time.perf_counter() - t0) * 1000
             failure = Failure("the operation was cancelled", reason="cancelled")
@@ -419,21 +424,24 @@ class Dispatcher:
         assert record.result is not None
         return record.result
 
-    async def cancel(self, token: str) -> bool:
-        """Stop the call behind a promise token; False when it had already ended."""
-        promise_id, _ = self.sealer.open(token)
+    async def cancel(self, token: str, context: RequestContext = IN_PROCESS) -> bool:
+        """Stop the call behind a promise token; False when it had already ended.
+        Only the subject that created the promise may (see :meth:`redeem`)."""
+        promise_id, _ = self.sealer.open(token, binding_of(context.caller))
         task = self._local.get(promise_id)
         if task is not None and task.done() and not task.cancelled():
             await self.promises.get(promise_id)  # still known?
             return False  # finished; its outcome is on its way to the store
         return await self.promises.request_cancel(promise_id)
 
-    async def _redeem(self, promise: str, wait: float = 0, **_: Any) -> Result:
-        return await self.redeem(promise, wait)
+    async def _redeem(
+        self, context: RequestContext, /, promise: str, wait: float = 0, **_: Any
+    ) -> Result:
+        return await self.redeem(promise, wait, context)
 
-    async def _cancel(self, promise: str, **_: Any) -> Result:
+    async def _cancel(self, context: RequestContext, /, promise: str, **_: Any) -> Result:
         started, t0 = time.time(), time.perf_counter()
-        cancelled = await self.cancel(promise)
+        cancelled = await self.cancel(promise, context)
         text = "cancelled" if cancelled else "already finished"
         answer = Answer([{"type": "text", "text": text}], {"cancelled": cancelled})
         return Result(answer, started, (time.perf_counter() - t0) * 1000)
@@ -539,6 +547,21 @@ class ToolStream:
         if not task.done():
             task.cancel()
             await asyncio.wait((task,), timeout=timeout)
+
+
+def _closest(name: str, names: list[str]) -> str | None:
+    """The name in ``names`` closest to ``name`` (A.5's suggestion), if any is close.
+
+    A name containing the request (or contained in it) wins; otherwise the best
+    similarity ratio of at least 0.3, which still catches a wrong word in a long
+    name while leaving unrelated names unsuggested.
+    """
+    lowered = name.lower()
+    contains = [n for n in names if lowered and (lowered in n or n in lowered)]
+    if contains:
+        return min(contains, key=lambda n: abs(len(n) - len(name)))
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.3)
+    return close[0] if close else None
 
 
 def _unwrap(outcome: Result | MCPLiteError) -> Result:

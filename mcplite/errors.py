@@ -14,6 +14,7 @@ from . import wire
 __all__ = [
     "DeadlineExceeded",
     "ExpiredToken",
+    "Forbidden",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -23,8 +24,10 @@ __all__ = [
     "Overloaded",
     "ParseError",
     "PromiseTableFull",
+    "RateLimited",
     "ShuttingDown",
     "ToolNotFound",
+    "Unauthenticated",
     "UnknownPromise",
 ]
 
@@ -32,10 +35,12 @@ __all__ = [
 _INVALID_ARGUMENT = 3
 _DEADLINE_EXCEEDED = 4
 _NOT_FOUND = 5
+_PERMISSION_DENIED = 7
 _RESOURCE_EXHAUSTED = 8
 _UNIMPLEMENTED = 12
 _INTERNAL = 13
 _UNAVAILABLE = 14
+_UNAUTHENTICATED = 16
 
 
 class MCPLiteError(Exception):
@@ -190,3 +195,44 @@ class ShuttingDown(MCPLiteError):
     jsonrpc_code = wire.SERVER_ERROR
     grpc_status = _UNAVAILABLE
     default_message = "Server is shutting down"
+
+
+class Unauthenticated(MCPLiteError):
+    """Authentication is on and the request has no credentials, or bad ones.
+
+    HTTP answers it with ``401`` and ``WWW-Authenticate: Bearer ...``; gRPC with
+    ``UNAUTHENTICATED``.  ``message`` says what was wrong without repeating the
+    credentials (a token is never echoed or logged).
+    """
+
+    jsonrpc_code = wire.UNAUTHENTICATED_ERROR
+    grpc_status = _UNAUTHENTICATED
+    default_message = "Unauthenticated: send Authorization: Bearer <token>"
+    reason = "unauthenticated"
+
+
+class Forbidden(MCPLiteError):
+    """The caller is known but lacks a scope the tool needs (``insufficient_scope``).
+
+    ``scopes`` are the scopes the request needed.  HTTP ``403`` with
+    ``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."``; gRPC
+    ``PERMISSION_DENIED``.
+    """
+
+    jsonrpc_code = wire.FORBIDDEN_ERROR
+    grpc_status = _PERMISSION_DENIED
+    default_message = "Forbidden: insufficient scope"
+    reason = "insufficient_scope"
+
+    def __init__(self, message: str | None = None, scopes: tuple[str, ...] = ()) -> None:
+        super().__init__(message, {"reason": "insufficient_scope", "scopes": list(scopes)})
+        self.scopes = scopes
+
+
+class RateLimited(Overloaded):
+    """This caller sent more requests than its rate allows; retry after ``retry_after`` s.
+
+    HTTP ``429`` with ``Retry-After``; gRPC ``RESOURCE_EXHAUSTED``.
+    """
+
+    default_message = "Too many requests"

@@ -190,6 +190,7 @@ class JsonRpc:
     def __init__(self, dispatcher: Dispatcher, methods: Mapping[str, Method] | None = None) -> None:
         self.dispatcher = dispatcher
         self.methods = methods if methods is not None else mcplite_methods(dispatcher)
+        self.auth = dispatcher.auth
 
     async def handle(self, body: bytes, context: RequestContext = IN_PROCESS) -> Reply:
         """The reply to a request body (one request or a batch)."""
@@ -213,6 +214,8 @@ class JsonRpc:
             ):
                 tool = _tool_name(message)
                 try:
+                    if self.auth is not None:
+                        self.auth.admit(context, method)
                     result = await found.handler(params, context)
                 except MCPLiteError as exc:
                     return self.error_reply(request_id, exc, tool)
@@ -246,6 +249,8 @@ class JsonRpc:
             ):
                 tool = _tool_name(message)
                 try:
+                    if self.auth is not None:
+                        self.auth.admit(context, method)
                     stream = found.stream(params, context)
                 except MCPLiteError as exc:
                     return self.error_reply(request_id, exc, tool)
@@ -316,6 +321,8 @@ class JsonRpc:
             found = self.methods.get(method)
             if found is None:
                 raise MethodNotFound(f"Method not found: {method}", {"method": method})
+            if self.auth is not None:
+                self.auth.admit(context, method)
             result = await found.handler(params, context)
         except MCPLiteError as exc:
             if request_id is _MISSING:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._version import __version__
+from .auth import Auth, StaticTokens, auth_from_config
 from .bindings import Binding
 from .config import Config
 from .dispatch import Dispatcher
@@ -103,7 +104,8 @@ async def serve(
         raise ServeError("both bindings are off: nothing to serve")
     config = resolve_secret(config)
     config = fit_connections_to_fd_limit(config, raise_fd_limit())
-    dispatcher = Dispatcher(tools, config, promises=promise_store(config))
+    auth = await start_auth(config)
+    dispatcher = Dispatcher(tools, config, promises=promise_store(config), auth=auth)
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_AcceptErrorsOnce())
     stop = asyncio.Event()
@@ -132,6 +134,44 @@ async def serve(
     await asyncio.gather(*(b.close() for b in bindings))
     await dispatcher.close()
     log.info("stopped")
+
+
+async def start_auth(config: Config) -> Auth | None:
+    """The authentication ``config`` asks for, its verifiers started (an OAuth
+    issuer's keys fetched), and the TLS files checked; raises ServeError."""
+    try:
+        config.server_ssl_context()
+    except (OSError, ValueError) as exc:
+        raise ServeError(f"--certfile/--keyfile/--client-ca: {exc}") from None
+    try:
+        auth = auth_from_config(config)
+    except (ValueError, ImportError) as exc:
+        raise ServeError(str(exc)) from None
+    if auth is None:
+        if config.http is not None and config.http[0] not in _LOOPBACK:
+            log.warning(
+                "auth is off and HTTP listens beyond loopback: anyone who reaches "
+                "the port can call every tool (see --auth-tokens, --oauth-issuer)"
+            )
+        return None
+    for authenticator in auth.authenticators:
+        start = getattr(authenticator, "start", None)
+        if start is not None:
+            await start()
+    kinds = [
+        f"{len(a)} static tokens" if isinstance(a, StaticTokens) else "OAuth access tokens"
+        for a in auth.authenticators
+    ]
+    log.info(
+        "auth on: %s; discovery %s%s",
+        " and ".join(kinds),
+        "open" if auth.open_discovery else "needs a token",
+        f"; {auth.limiter.rate:g} requests/s per caller" if auth.limiter else "",
+    )
+    return auth
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def _bindings(

@@ -4,7 +4,11 @@ A token is ``prom_`` followed by the unpadded base64url of 57 bytes::
 
     version (1) | promise id (16, random) | expires_at (8, epoch ms, big endian) | HMAC-SHA256 (32)
 
-The MAC covers the first 25 bytes under the server secret.  :meth:`TokenSealer.open`
+The MAC covers the first 25 bytes under the server secret, followed by what the
+token is *bound* to, when anything (the subject of the caller that created the
+promise, with auth on; see :func:`mcplite.auth.binding_of`).  The binding is not
+in the token: a token opened for another subject fails its MAC exactly as a
+forged one does, so nobody learns that the promise exists.  :meth:`TokenSealer.open`
 checks it in constant time against the current secret and each previous one
 (rotation) and only then the expiry, so a forged or tampered token is refused
 before anything touches a promise store, and an expired one costs nothing either.
@@ -50,16 +54,17 @@ class TokenSealer:
         self._keys = [_HmacKey(key) for key in (secret, *previous)]
         self._clock = clock
 
-    def seal(self, promise_id: bytes, expires_at: float) -> str:
+    def seal(self, promise_id: bytes, expires_at: float, bound: bytes = b"") -> str:
         head = _HEAD.pack(_VERSION, promise_id, int(expires_at * 1000))
-        mac = self._keys[0].mac(head)
+        mac = self._keys[0].mac(head + bound)
         return _PREFIX + base64.urlsafe_b64encode(head + mac).decode("ascii")
 
-    def open(self, token: object) -> tuple[bytes, float]:
+    def open(self, token: object, bound: bytes = b"") -> tuple[bytes, float]:
         """Return ``(promise_id, expires_at)`` of a genuine, unexpired token.
 
         Raises :class:`InvalidToken` for anything malformed, forged or tampered
-        with, and :class:`ExpiredToken` for a genuine token past its expiry.
+        with, or sealed for another ``bound``, and :class:`ExpiredToken` for a
+        genuine token past its expiry.
         """
         if not isinstance(token, str) or _TOKEN_SHAPE.fullmatch(token) is None:
             raise InvalidToken()
@@ -68,7 +73,7 @@ class TokenSealer:
         raw = base64.urlsafe_b64decode(token[len(_PREFIX) :])
         head, mac = raw[: _HEAD.size], raw[_HEAD.size :]
         for key in self._keys:
-            if hmac.compare_digest(key.mac(head), mac):
+            if hmac.compare_digest(key.mac(head + bound), mac):
                 break
         else:
             raise InvalidToken()
@@ -80,11 +85,12 @@ class TokenSealer:
             raise ExpiredToken()
         return promise_id, expires_at
 
-    def seal_state(self, data: str, ttl: float) -> str:
+    def seal_state(self, data: str, ttl: float, bound: bytes = b"") -> str:
         """``data`` made tamper-evident for a round trip through a client (MCP's
-        ``requestState``): ``st_`` + base64url(expiry ms | data) + ``.`` + MAC."""
+        ``requestState``): ``st_`` + base64url(expiry ms | data) + ``.`` + MAC,
+        bound like a promise token (:meth:`seal`)."""
         head = struct.pack(">Q", int((self._clock() + ttl) * 1000)) + data.encode("utf-8")
-        mac = self._keys[0].mac(b"state:" + head)
+        mac = self._keys[0].mac(_state_message(head, bound))
         return (
             "st_"
             + base64.urlsafe_b64encode(head).decode("ascii").rstrip("=")
@@ -92,7 +98,7 @@ class TokenSealer:
             + base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")
         )
 
-    def open_state(self, sealed: object) -> str:
+    def open_state(self, sealed: object, bound: bytes = b"") -> str:
         """The data of a :meth:`seal_state` string; raises :class:`InvalidToken` if it
         was changed in any way, :class:`ExpiredToken` past its expiry."""
         if not isinstance(sealed, str) or not _STATE_SHAPE.fullmatch(sealed):
@@ -104,7 +110,7 @@ class TokenSealer:
         except ValueError:
             raise InvalidToken("invalid request state") from None
         if len(head) < 8 or not any(
-            hmac.compare_digest(key.mac(b"state:" + head), mac) for key in self._keys
+            hmac.compare_digest(key.mac(_state_message(head, bound)), mac) for key in self._keys
         ):
             raise InvalidToken("invalid request state")
         (expires_ms,) = struct.unpack(">Q", head[:8])
@@ -114,6 +120,13 @@ class TokenSealer:
             return head[8:].decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidToken("invalid request state") from None
+
+
+def _state_message(head: bytes, bound: bytes) -> bytes:
+    # The binding goes first, length-prefixed: ``head`` ends with free-form data.
+    if not bound:
+        return b"state:" + head
+    return b"state:" + struct.pack(">H", len(bound)) + bound + head
 
 
 class _HmacKey:

@@ -26,7 +26,7 @@ import math
 import time
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, TypeVar, overload
@@ -183,6 +183,8 @@ class Tool:
     #: The JSON Schema of the ``structuredContent`` of every answer (MCP's
     #: ``outputSchema``), given or made from the return annotation; None: no promise.
     output_schema: dict[str, Any] | None = None
+    #: The scopes a caller must hold to see and call the tool (auth on only).
+    scopes: frozenset[str] = frozenset()
 
     def arguments(self, checked: dict[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments as the function declared them (Enum, dataclass).
@@ -392,6 +394,7 @@ class Tools:
         output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -405,6 +408,7 @@ class Tools:
         output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (``@tools.tool``) or with options.
 
@@ -416,7 +420,9 @@ class Tools:
         ``False`` lists none.  ``promise_after`` overrides the server's promise
         deadline in seconds (:data:`ALWAYS`, :data:`NEVER`).  ``requires`` names the
         MCP client capabilities the tool needs (answered -32021 to a client that lacks
-        them).  Raises ``ValueError`` for a duplicate name or a malformed schema,
+        them).  ``scopes`` are the OAuth scopes (or static token scopes) a caller
+        must hold to see and call the tool when auth is on (see :mod:`mcplite.auth`).
+        Raises ``ValueError`` for a duplicate name or a malformed schema,
         ``TypeError`` for a signature that cannot be described.
         """
 
@@ -430,6 +436,7 @@ class Tools:
                 output_schema=output_schema,
                 promise_after=promise_after,
                 requires=requires,
+                scopes=scopes,
             )
             return f
 
@@ -446,6 +453,7 @@ class Tools:
         output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Tool:
         """Register ``fn`` (see :meth:`tool`) and return its :class:`Tool`."""
         tool_name = name or fn.__name__
@@ -479,6 +487,7 @@ class Tools:
             requires=requires,
             converters=_converters(fn, ctx_param) if generated else {},
             output_schema=output_schema or None,
+            scopes=_scopes(scopes),
         )
         self._tools[tool_name] = tool
         return tool
@@ -494,3 +503,13 @@ class Tools:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+def _scopes(scopes: Iterable[str]) -> frozenset[str]:
+    if isinstance(scopes, str):
+        raise TypeError("scopes must be a list of strings, not one string")
+    held = frozenset(scopes)
+    for scope in held:
+        if not isinstance(scope, str) or not scope or any(c.isspace() for c in scope):
+            raise ValueError(f"a scope is a non-empty string without spaces, got {scope!r}")
+    return held

@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_BASE_PATH",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "ERROR_DATA_KEY",
+    "FORBIDDEN_ERROR",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
@@ -22,6 +23,7 @@ __all__ = [
     "RESPONSE_TYPE_CODES",
     "RESPONSE_TYPE_NAMES",
     "SERVER_ERROR",
+    "UNAUTHENTICATED_ERROR",
     "iso_timestamp",
 ]
 
@@ -42,6 +44,9 @@ INVALID_PARAMS: Final = -32602  # also a bad or expired promise token
 INTERNAL_ERROR: Final = -32603
 SERVER_ERROR: Final = -32000  # overloaded, or shutting down: retryable
 DEADLINE_ERROR: Final = -32001
+# Authentication (HTTP answers these with 401 and 403 too; -320xx echoes the status).
+UNAUTHENTICATED_ERROR: Final = -32041
+FORBIDDEN_ERROR: Final = -32043
 
 #: ``_meta.response_type`` names and their ``ResponseType`` enum numbers in the proto.
 RESPONSE_TYPE_CODES: Final[dict[str, int]] = {

@@ -76,12 +76,14 @@ malformed; and those listed in :mod:`.connections`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import logging
 import re
 import secrets
 import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -96,8 +98,9 @@ from grpclib.server import Server, Stream
 from multidict import MultiDict
 
 from .._version import __version__
+from ..auth import Auth
 from ..config import Config
-from ..context import RequestContext
+from ..context import Caller, RequestContext
 from ..envelope import Result
 from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
 from ..methods import prompt_methods
@@ -138,12 +141,15 @@ ERROR_DATA_LIMIT = 2048
 _SERVICE = "/mcplite.MCPLite/"
 
 _Handler = Callable[[Stream[Any, Any]], Awaitable[None]]
+_ContextHandler = Callable[[Stream[Any, Any], RequestContext], Awaitable[None]]
 
 
 class DispatcherLike(Protocol):
     """What the service needs of :class:`mcplite.dispatch.Dispatcher`."""
 
-    def tool_definitions(self) -> list[dict[str, Any]]: ...
+    auth: Auth | None
+
+    def tool_definitions(self, context: RequestContext = ...) -> list[dict[str, Any]]: ...
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, context: RequestContext = ...
@@ -212,13 +218,19 @@ class MCPLiteService:
     def __mapping__(self) -> dict[str, Handler]:
         mapping = {
             _SERVICE + "GetTools": Handler(
-                self._tracked(self._get_tools), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+                self._tracked(self._get_tools, "tools/list"),
+                Cardinality.UNARY_UNARY,
+                RawMessage,
+                RawMessage,
             ),
             _SERVICE + "CallTool": Handler(
-                self._tracked(self._call_tool), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+                self._tracked(self._call_tool, "tools/call"),
+                Cardinality.UNARY_UNARY,
+                RawMessage,
+                RawMessage,
             ),
             _SERVICE + "CallToolStream": Handler(
-                self._tracked(self._call_tool_stream),
+                self._tracked(self._call_tool_stream, "tools/call"),
                 Cardinality.UNARY_STREAM,
                 RawMessage,
                 RawMessage,
@@ -226,10 +238,16 @@ class MCPLiteService:
         }
         if self._prompts is not None:
             mapping[_SERVICE + "GetPrompts"] = Handler(
-                self._tracked(self._get_prompts), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+                self._tracked(self._get_prompts, "prompts/list"),
+                Cardinality.UNARY_UNARY,
+                RawMessage,
+                RawMessage,
             )
             mapping[_SERVICE + "GetPrompt"] = Handler(
-                self._tracked(self._get_prompt), Cardinality.UNARY_UNARY, RawMessage, RawMessage
+                self._tracked(self._get_prompt, "prompts/get"),
+                Cardinality.UNARY_UNARY,
+                RawMessage,
+                RawMessage,
             )
         return mapping
 
@@ -248,8 +266,9 @@ class MCPLiteService:
             await asyncio.wait(set(self._active), timeout=1.0)
         return not self._active
 
-    def _tracked(self, handler: _Handler) -> _Handler:
-        """``handler`` refusing calls while draining and counted while it runs."""
+    def _tracked(self, handler: _ContextHandler, method: str) -> _Handler:
+        """``handler`` refusing calls while draining, counted while it runs, and
+        given the request's context (with its caller, once authenticated)."""
 
         async def run(stream: Stream[RawMessage, RawMessage]) -> None:
             if self.draining:
@@ -258,7 +277,15 @@ class MCPLiteService:
             assert task is not None
             self._active.add(task)
             try:
-                await handler(stream)
+                context = _context(stream)
+                auth = self._dispatcher.auth
+                if auth is not None:
+                    try:
+                        context = await _authenticated(auth, context, method)
+                    except MCPLiteError as err:
+                        await _send_error(stream, err)
+                        return
+                await handler(stream, context)
             except asyncio.CancelledError:
                 if not self._closing:
                     raise
@@ -271,10 +298,12 @@ class MCPLiteService:
 
     # --- handlers ---------------------------------------------------------------
 
-    async def _get_tools(self, stream: Stream[RawMessage, RawMessage]) -> None:
+    async def _get_tools(
+        self, stream: Stream[RawMessage, RawMessage], context: RequestContext
+    ) -> None:
         await self._recv_request(stream)  # Empty: nothing to read in it
         try:
-            definitions = self._dispatcher.tool_definitions()
+            definitions = self._dispatcher.tool_definitions(context)
             # The dispatcher caches its list; encode again only when it is a new one.
             if definitions is not self._tool_definitions:
                 self._tools_list = encode_tools_list(definitions)
@@ -284,10 +313,12 @@ class MCPLiteService:
             return
         await stream.send_message(RawMessage(self._tools_list))
 
-    async def _call_tool(self, stream: Stream[RawMessage, RawMessage]) -> None:
+    async def _call_tool(
+        self, stream: Stream[RawMessage, RawMessage], context: RequestContext
+    ) -> None:
         name, arguments = _decode_request(await self._recv_request(stream))
         try:
-            result = await self._dispatcher.call(name, arguments, _context(stream))
+            result = await self._dispatcher.call(name, arguments, context)
             response = encode_tool_response(result.body, response_meta(result))
         except MCPLiteError as err:
             await _send_error(stream, err)
@@ -297,11 +328,13 @@ class MCPLiteService:
             return
         await stream.send_message(RawMessage(response))
 
-    async def _call_tool_stream(self, stream: Stream[RawMessage, RawMessage]) -> None:
+    async def _call_tool_stream(
+        self, stream: Stream[RawMessage, RawMessage], context: RequestContext
+    ) -> None:
         name, arguments = _decode_request(await self._recv_request(stream))
         parts: AsyncIterator[Partial | Result] | None = None
         try:
-            parts = self._dispatcher.stream(name, arguments, _context(stream))
+            parts = self._dispatcher.stream(name, arguments, context)
             async for item in parts:
                 if isinstance(item, Partial):
                     message = encode_tool_response({"partial": item.value}, None)
@@ -318,7 +351,7 @@ class MCPLiteService:
             if aclose is not None:
                 await aclose()
 
-    async def _get_prompts(self, stream: Stream[RawMessage, RawMessage]) -> None:
+    async def _get_prompts(self, stream: Stream[RawMessage, RawMessage], _: RequestContext) -> None:
         await self._recv_request(stream)  # Empty
         assert self._prompts is not None
         try:
@@ -331,7 +364,9 @@ class MCPLiteService:
             return
         await stream.send_message(RawMessage(response))
 
-    async def _get_prompt(self, stream: Stream[RawMessage, RawMessage]) -> None:
+    async def _get_prompt(
+        self, stream: Stream[RawMessage, RawMessage], context: RequestContext
+    ) -> None:
         data = await self._recv_request(stream)
         assert self._prompts is not None and self._prompt_get is not None
         try:
@@ -347,7 +382,7 @@ class MCPLiteService:
             return
         params = {"name": request.name, "arguments": dict(request.arguments)}
         try:
-            result = await self._prompt_get.handler(params, _context(stream))
+            result = await self._prompt_get.handler(params, context)
             response = bytes(
                 generated.GetPromptResponse(
                     description=result.get("description") or "",
@@ -413,6 +448,17 @@ def _context(stream: Stream[Any, Any]) -> RequestContext:
     metadata: Mapping[str, Any] = stream.metadata or {}
     headers = MappingProxyType({k.lower(): v for k, v in metadata.items() if isinstance(v, str)})
     return RequestContext("grpc", peer if isinstance(peer, tuple) else None, headers)
+
+
+async def _authenticated(auth: Auth, context: RequestContext, method: str) -> RequestContext:
+    """``context`` with its caller, from the ``authorization`` metadata; raises
+    Unauthenticated (UNAUTHENTICATED) or RateLimited (RESOURCE_EXHAUSTED)."""
+    found = auth.authenticate(context.headers.get("authorization"))
+    caller = found if found is None or isinstance(found, Caller) else await found()
+    context = dataclasses.replace(context, caller=caller)
+    auth.admit(context, method)
+    auth.limit(caller, context.peer)
+    return context
 
 
 def _prompt_message(definition: Mapping[str, Any]) -> generated.Prompt:
@@ -629,6 +675,7 @@ class GrpcServer:
         )
         self._server: LimitedServer | None = None
         self._host = "127.0.0.1"
+        self._tls: ssl.SSLContext | None = None
 
     async def start(
         self,
@@ -649,18 +696,20 @@ class GrpcServer:
             idle_timeout=self.config.grpc_idle_timeout,
             max_connections=self.config.grpc_max_connections,
         )
+        self._tls = tls = self.config.server_ssl_context(alpn=("h2",))
         if sock is not None:
-            await self._server.start(sock=sock)
+            await self._server.start(sock=sock, ssl=tls)
             self._host = sock.getsockname()[0]
         else:
-            await self._server.start(host, port, reuse_port=reuse_port or None)
+            await self._server.start(host, port, reuse_port=reuse_port or None, ssl=tls)
             self._host = host or "0.0.0.0"
         listening = self._server._server
         assert isinstance(listening, asyncio.Server)
         return listening
 
     def url(self) -> str:
-        return f"grpc://{self._host}:{self.port}"
+        scheme = "grpcs" if self._tls is not None else "grpc"
+        return f"{scheme}://{self._host}:{self.port}"
 
     @property
     def port(self) -> int:

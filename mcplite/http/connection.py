@@ -14,23 +14,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import h11
 
-from ..context import RequestContext
+from ..context import Caller, RequestContext
 from ..dispatch import ToolStream, start_task
 from ..envelope import Result
 from ..errors import (
+    Forbidden,
     InternalError,
     InvalidRequest,
     MCPLiteError,
     Overloaded,
     ParseError,
+    RateLimited,
     ShuttingDown,
+    Unauthenticated,
 )
 from ..jsonrpc import JsonRpc, Reply, decode, encode
 from ..mcp.server import McpReply
@@ -45,7 +48,7 @@ __all__ = ["HttpConnection"]
 log = logging.getLogger("mcplite")
 access_log = logging.getLogger("mcplite.access")
 
-_LIST, _CALL, _MCP, _PROMPTS = 1, 2, 3, 4
+_LIST, _CALL, _MCP, _PROMPTS, _WELL_KNOWN = 1, 2, 3, 4, 5
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _JSON = [(b"content-type", b"application/json")]
@@ -62,8 +65,10 @@ _LINGERING_REFUSALS = 64
 
 
 def _error_body(status: int, message: str) -> bytes:
-    if status == 503:
+    if status == 503 or status == 429:
         code = Overloaded.jsonrpc_code
+    elif status == 401:
+        code = Unauthenticated.jsonrpc_code
     elif status >= 500:
         code = InternalError.jsonrpc_code
     else:
@@ -101,6 +106,12 @@ class HttpConnection(asyncio.Protocol):
         self._chunks: list[bytes] = []
         self._size = 0
         self._rejection: tuple[int, str] | None = None  # answer this once the body is read
+        # Authentication (auth on only): the caller, or how to verify it later.
+        self._caller: Caller | None = None
+        self._verify_later: Callable[[], Awaitable[Caller]] | None = None
+        self._retry_after = 0.0  # of a 429
+        self._scopes: tuple[str, ...] = ()  # a 403's needed scopes
+        self._auth_refused = False  # the rejection is auth's (401, 403): say WWW-Authenticate
         self._body = b""  # the body of the call in flight (to answer it at shutdown)
         self._t0 = 0.0
         self.status = 0
@@ -146,7 +157,7 @@ class HttpConnection(asyncio.Protocol):
 
     def _context(self) -> RequestContext:
         """The request context the core gets for the request being answered."""
-        return RequestContext("http", self._peer, _HeaderView(self._headers))
+        return RequestContext("http", self._peer, _HeaderView(self._headers), self._caller)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:  # lingering after an early error: read and drop
@@ -369,6 +380,9 @@ class HttpConnection(asyncio.Protocol):
         elif route == _MCP and not _host_allowed(headers, self.server.allowed_hosts):
             # DNS rebinding: a page elsewhere must not reach a server on loopback.
             self._rejection = (403, "Forbidden: Host or Origin not allowed")
+        elif route == _WELL_KNOWN:
+            if request.method not in (b"GET", b"HEAD"):
+                self._rejection = (405, "Method not allowed: use GET")
         elif request.method != b"POST":
             self._rejection = (405, "Method not allowed: use POST")
         elif length not in (None, b"0") or b"transfer-encoding" in headers:
@@ -380,6 +394,11 @@ class HttpConnection(asyncio.Protocol):
                 )
             elif b"charset" in ctype and b"utf-8" not in ctype:
                 self._rejection = (415, "Unsupported charset: the body must be UTF-8")
+        self._caller = None
+        self._auth_refused = False
+        auth = self.server.auth
+        if auth is not None and self._rejection is None and route != _WELL_KNOWN:
+            self._authenticate(route, headers)
         if self.conn.they_are_waiting_for_100_continue:
             if self._rejection is not None:
                 # The client holds the body back for our word: refuse now, and close.
@@ -387,6 +406,59 @@ class HttpConnection(asyncio.Protocol):
                 self._fail(status, message)
                 return
             self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+
+    def _authenticate(self, route: int, headers: dict[bytes, bytes]) -> None:
+        """Who is calling (auth on): a refusal is answered once the body is read
+        (and dropped unread); see :mod:`mcplite.auth`."""
+        auth = self.server.auth
+        assert auth is not None
+        value = headers.get(b"authorization")
+        try:
+            found = auth.authenticate(None if value is None else value.decode("latin-1"))
+            if found is None:
+                # Anonymous: discovery only, and only when it is open.  The JSON-RPC
+                # routes carry both, so their methods are checked one by one.
+                if not auth.open_discovery:
+                    raise Unauthenticated()
+            elif isinstance(found, Caller):
+                self._caller = found
+            else:
+                self._verify_later = found  # a verifier must fetch keys: in the task
+                return
+            auth.limit(self._caller, self._peer)
+        except MCPLiteError as exc:
+            self._refuse(exc)
+
+    def _refuse(self, exc: MCPLiteError) -> None:
+        self._auth_refused = not isinstance(exc, RateLimited)
+        if isinstance(exc, RateLimited):
+            self._retry_after = exc.retry_after
+            self._rejection = (429, exc.message)
+        elif isinstance(exc, Forbidden):
+            self._scopes = exc.scopes
+            self._rejection = (403, exc.message)
+        else:
+            self._rejection = (401, exc.message)
+
+    async def _answer_verified(self, body: bytes) -> None:
+        """Verify the caller first (a key fetch), then answer as usual."""
+        verify, self._verify_later = self._verify_later, None
+        assert verify is not None and self.server.auth is not None
+        try:
+            self._caller = await verify()
+            self.server.auth.limit(self._caller, self._peer)
+        except MCPLiteError as exc:
+            self._refuse(exc)
+            status, message = self._rejection or (401, exc.message)
+            self.status = status
+            self._send_error(status, message, close=False)
+            return
+        if self._route == _LIST or self._route == _PROMPTS:
+            self._answer_list(body)
+        elif self._route == _MCP:
+            await self._answer_mcp(body)
+        else:
+            await self._answer_call(body)
 
     def _on_data(self, data: bytes) -> None:
         self._size += len(data)
@@ -406,12 +478,15 @@ class HttpConnection(asyncio.Protocol):
         chunks = self._chunks
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._chunks = []
-        if self._route == _LIST or self._route == _PROMPTS:
+        if self._verify_later is not None:
+            task = start_task(self._answer_verified(body))
+        elif self._route == _LIST or self._route == _PROMPTS or self._route == _WELL_KNOWN:
             self._answer_list(body)
             self._finish()
             return
-        answer = self._answer_mcp if self._route == _MCP else self._answer_call
-        task = start_task(answer(body))
+        else:
+            answer = self._answer_mcp if self._route == _MCP else self._answer_call
+            task = start_task(answer(body))
         if task.done():
             self._task_done(task)
         else:
@@ -495,6 +570,10 @@ class HttpConnection(asyncio.Protocol):
     # -- answering ----------------------------------------------------------
 
     def _answer_list(self, body: bytes) -> None:
+        server = self.server
+        if self._route == _WELL_KNOWN:
+            self._send(200, _JSON, server.resource_metadata(self._request_path(), self._headers))
+            return
         if body.strip():
             try:
                 decode(body)
@@ -502,8 +581,13 @@ class HttpConnection(asyncio.Protocol):
                 self.status = 400
                 self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
                 return
-        server = self.server
-        self._send(200, _JSON, server.tools_body if self._route == _LIST else server.prompts_body)
+        if self._route == _PROMPTS:
+            self._send(200, _JSON, server.prompts_body)
+        elif server.auth is None:
+            self._send(200, _JSON, server.tools_body)  # the same for everyone: encoded once
+        else:  # each caller sees the tools it may call
+            tools = server.dispatcher.tool_definitions(self._context())
+            self._send(200, _JSON, encode({"tools": tools}))
 
     async def _answer_call(self, body: bytes) -> None:
         accept = self._headers.get(b"accept", b"")
@@ -537,7 +621,7 @@ class HttpConnection(asyncio.Protocol):
             for name, value in self._headers.items()
             if name.startswith(b"mcp-")
         }
-        context = RequestContext("mcp", self._peer, _HeaderView(self._headers))
+        context = RequestContext("mcp", self._peer, _HeaderView(self._headers), self._caller)
         self.tool = _mcp_target(message)
         if not sse_ok and _method(message) == "subscriptions/listen":  # always a stream
             self.status = 406
@@ -610,6 +694,11 @@ class HttpConnection(asyncio.Protocol):
         if reply.body is None:
             self._send(202, [], b"")
             return
+        if reply.status == 401 or reply.status == 403:
+            data = reply.body.get("error", {}).get("data") or {}
+            challenge = self._challenge(reply.status, tuple(data.get("scopes", ())))
+            self._send(reply.status, [*_JSON, challenge], encode(reply.body))
+            return
         try:
             body = encode(reply.body)
         except (TypeError, ValueError) as exc:  # a result JSON cannot hold (NaN, bytes)
@@ -628,6 +717,10 @@ class HttpConnection(asyncio.Protocol):
         elif isinstance(reply.error, Overloaded):
             self.status = 503
             self._send(503, [*_JSON, _retry_after(reply.error.retry_after)], reply.body)
+        elif isinstance(reply.error, Unauthenticated | Forbidden):
+            self.status = status = 401 if isinstance(reply.error, Unauthenticated) else 403
+            scopes = reply.error.scopes if isinstance(reply.error, Forbidden) else ()
+            self._send(status, [*_JSON, self._challenge(status, scopes)], reply.body)
         else:
             self._send(200, _JSON, reply.body)
 
@@ -739,9 +832,13 @@ class HttpConnection(asyncio.Protocol):
             return
         headers = [*_JSON]
         if status == 405:
-            headers.append((b"allow", b"POST"))
-        if status == 503:
+            headers.append((b"allow", b"GET, HEAD" if self._route == _WELL_KNOWN else b"POST"))
+        elif status == 503:
             headers.append(_retry_after(self.config.retry_after))
+        elif status == 429:
+            headers.append(_retry_after(self._retry_after))
+        elif self._auth_refused:
+            headers.append(self._challenge(status, self._scopes))
         if close:
             # We answer before reading the whole request: the connection cannot be
             # reused.  (Otherwise the request is read to its end; an Upgrade or
@@ -755,6 +852,19 @@ class HttpConnection(asyncio.Protocol):
             self._send(status, headers, _error_body(status, message), head_only=head_only)
         except h11.LocalProtocolError:
             self.abort()
+
+    def _challenge(self, status: int, scopes: tuple[str, ...]) -> tuple[bytes, bytes]:
+        """``WWW-Authenticate`` of a 401 or 403: where the resource metadata is
+        (OAuth), and for a 403 the scopes the request needed."""
+        auth = self.server.auth
+        assert auth is not None
+        url = self.server.metadata_url(self._request_path(), self._headers)
+        error = Forbidden(scopes=scopes) if status == 403 else None
+        return (b"www-authenticate", auth.challenge(url, error).encode("latin-1"))
+
+    def _request_path(self) -> str:
+        request = self._request
+        return request.target.split(b"?", 1)[0].decode("latin-1") if request else "/"
 
 
 def _mcp_target(message: Any) -> str | None:

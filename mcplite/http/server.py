@@ -7,6 +7,10 @@ Endpoints under the base path (default ``/mcp-lite/v1``), POST only:
   SSE stream when the request says ``Accept: text/event-stream`` (spec 4.3, A.4);
 - ``/prompts``, when the server has prompts: ``{"prompts": [...]}`` (spec 8.1).
 
+With OAuth on, ``GET /.well-known/oauth-protected-resource`` (and the same
+followed by the MCP path or the base path, RFC 9728 section 3.1) serves the
+Protected Resource Metadata that 401 answers point to.
+
 HTTP-level errors (400, 404, 405, 408, 413, 415, 431, 501, 503) carry a JSON-RPC
 error object with ``id: null`` so that a JSON-RPC client can read every answer
 the same way (a HEAD request gets the same headers and no body).  An error
@@ -23,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
+from collections.abc import Mapping
 
 from ..config import Config
 from ..dispatch import Dispatcher
@@ -31,7 +37,7 @@ from ..mcp.server import McpServer
 from ..methods import mcplite_methods
 from ..prompts import Prompts
 from ..resources import Resources
-from .connection import _CALL, _LIST, _MCP, _PROMPTS, HttpConnection
+from .connection import _CALL, _LIST, _MCP, _PROMPTS, _WELL_KNOWN, HttpConnection
 
 __all__ = ["HttpServer"]
 
@@ -72,6 +78,13 @@ class HttpServer:
         self.mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
         if config.mcp_path is not None:
             self.routes[config.mcp_path.encode()] = _MCP
+        self.auth = dispatcher.auth
+        self.ssl: ssl.SSLContext | None = None
+        if self.auth is not None and self.auth.resource_metadata is not None:
+            well_known = self.auth.metadata_path
+            for suffix in ("", config.base_path, config.mcp_path):
+                if suffix is not None:
+                    self.routes[(well_known + suffix).encode()] = _WELL_KNOWN
         #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.
         self.allowed_hosts: frozenset[str] | None = (
             frozenset(h.lower() for h in config.mcp_allowed_hosts)
@@ -112,6 +125,46 @@ class HttpServer:
         definitions = self.prompts.definitions() if self.prompts is not None else []
         return encode({"prompts": definitions})
 
+    def _resource(self, path: str) -> str:
+        """The path of the protected resource a request path belongs to."""
+        mcp_path = self.config.mcp_path
+        auth = self.auth
+        assert auth is not None
+        if path.startswith(auth.metadata_path):
+            return path[len(auth.metadata_path) :]
+        if mcp_path is not None and path == mcp_path:
+            return mcp_path
+        if path.startswith(self.config.base_path + "/"):
+            return self.config.base_path
+        return ""
+
+    def _origin(self, headers: Mapping[bytes, bytes]) -> str:
+        auth = self.auth
+        if auth is not None and auth.public_url is not None:
+            return auth.public_url
+        host = headers.get(b"host", b"").decode("latin-1") or f"127.0.0.1:{self.port}"
+        return ("https://" if self.ssl is not None else "http://") + host
+
+    def metadata_url(self, path: str, headers: Mapping[bytes, bytes]) -> str | None:
+        """Where the Protected Resource Metadata of the resource at ``path`` is
+        (None without OAuth): what a 401 names in ``resource_metadata``."""
+        auth = self.auth
+        if auth is None or auth.resource_metadata is None:
+            return None
+        return self._origin(headers) + auth.metadata_path + self._resource(path)
+
+    def resource_metadata(self, path: str, headers: Mapping[bytes, bytes]) -> bytes:
+        """RFC 9728 metadata of the resource whose well-known URL is ``path``."""
+        auth = self.auth
+        assert auth is not None and auth.resource_metadata is not None
+        scopes = sorted({scope for tool in self.dispatcher.tools() for scope in tool.scopes})
+        document = {
+            "resource": self._origin(headers) + self._resource(path),
+            **auth.resource_metadata,
+            "scopes_supported": scopes,
+        }
+        return encode(document)
+
     def watch(self) -> None:
         """Make sure the deadline ticker runs while there are connections."""
         if self._ticker is None:
@@ -140,9 +193,10 @@ class HttpServer:
         """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`), or on
         an already-bound ``sock``.  Raises OSError when the address cannot be bound."""
         loop = asyncio.get_running_loop()
+        self.ssl = tls = self.config.server_ssl_context()
         if sock is not None:
             self._server = await loop.create_server(
-                lambda: HttpConnection(self), sock=sock, backlog=1024
+                lambda: HttpConnection(self), sock=sock, backlog=1024, ssl=tls
             )
         else:
             self._server = await loop.create_server(
@@ -151,6 +205,7 @@ class HttpServer:
                 port,
                 backlog=1024,
                 reuse_port=reuse_port or None,
+                ssl=tls,
             )
         if self.allowed_hosts is None and self.config.mcp_allowed_hosts is None:
             bound = self._server.sockets[0].getsockname()[0]
@@ -167,7 +222,8 @@ class HttpServer:
     def url(self) -> str:
         assert self._server is not None
         host = self._server.sockets[0].getsockname()[0]
-        return f"http://{host}:{self.port}{self.config.base_path}"
+        scheme = "https" if self.ssl is not None else "http"
+        return f"{scheme}://{host}:{self.port}{self.config.base_path}"
 
     async def shutdown(self, grace: float | None = None) -> None:
         """:meth:`drain` within ``grace`` seconds (default ``config.grace``), then :meth:`close`."""

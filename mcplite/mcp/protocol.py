@@ -97,6 +97,8 @@ _HTTP_STATUS: Final[dict[int, int]] = {
     -32021: 400,
     -32022: 400,
     -32601: 404,
+    -32041: 401,  # unauthenticated (auth on)
+    -32043: 403,  # insufficient scope
 }
 
 

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._version import __version__
+from ..auth import binding_of
 from ..completion import Completer, complete, completion_result
 from ..context import LOG_LEVELS, Notifier, RequestContext
 from ..dispatch import Dispatcher
@@ -305,6 +306,8 @@ class McpServer:
             handler = table.get(method)
             if handler is None:
                 raise MethodNotFound(f"Method not found: {method}", {"method": method})
+            if self.dispatcher.auth is not None:
+                self.dispatcher.auth.admit(context, method)
             result = await handler(request)
         except MCPLiteError as exc:
             return self._error(request_id, exc)
@@ -449,11 +452,13 @@ class McpServer:
         owner = f"prompt:{name}"  # a tool's requestState never reaches a prompt
         state = params.get("requestState")
         if state is not None:
-            context = dataclasses.replace(context, request_state=self._open_state(owner, state))
+            context = dataclasses.replace(
+                context, request_state=self._open_state(owner, state, context)
+            )
         rendered = await prompt.render(arguments, context)
         if request.modern:
             if isinstance(rendered, InputRequired):
-                return self._input_required(owner, rendered, request.capabilities)
+                return self._input_required(owner, rendered, request.capabilities, context)
             return rendered
         # 2025: ask the client on the response's stream, as for a tool (_ask_client).
         for _ in range(_MAX_ROUNDS):
@@ -650,7 +655,7 @@ class McpServer:
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidParams("Invalid params: params.arguments must be an object")
         try:
-            tool = self.dispatcher.tool(name)
+            tool = self.dispatcher.tool(name, request.context)
         except ToolNotFound as exc:
             # On MCP an unknown tool is invalid params (-32602), as the official server says.
             raise InvalidParams(f"Unknown tool: {name}", exc.data) from None
@@ -672,18 +677,20 @@ class McpServer:
             raise InvalidParams("Invalid params: inputResponses must be an object")
         state = params.get("requestState")
         if state is not None:
-            context = dataclasses.replace(context, request_state=self._open_state(name, state))
+            context = dataclasses.replace(
+                context, request_state=self._open_state(name, state, context)
+            )
         result = await self._run(name, arguments, context)
         if isinstance(result.outcome, Promised):
             if request.modern and TASKS_EXTENSION in _extensions(request.capabilities):
                 task = self.tasks.add(result.outcome, name, arguments, context)
                 return self._task_fields(task, TaskStatus.WORKING, "task")
-            result = await self._wait(result.outcome.token)
+            result = await self._wait(result.outcome.token, context)
         if not request.modern and request.send is not None:
             result = await self._ask_client(name, arguments, context, result, request.send)
         outcome = result.outcome
         if request.modern and isinstance(outcome, Elicitation | InputRequired):
-            return self._input_required(name, outcome, request.capabilities)
+            return self._input_required(name, outcome, request.capabilities, context)
         return call_result(result)
 
     async def _run(self, name: str, arguments: Any, context: RequestContext) -> Result:
@@ -693,10 +700,11 @@ class McpServer:
             return arguments
         return await self.dispatcher.call(name, arguments, context)
 
-    def _open_state(self, tool: str, sealed: Any) -> str | None:
-        """The ``requestState`` a tool gave, verified: sealed by this server, for this tool."""
+    def _open_state(self, tool: str, sealed: Any, context: RequestContext) -> str | None:
+        """The ``requestState`` a tool gave, verified: sealed by this server, for this
+        tool and this caller."""
         try:
-            opened = self.dispatcher.sealer.open_state(sealed)
+            opened = self.dispatcher.sealer.open_state(sealed, binding_of(context.caller))
         except (InvalidToken, ExpiredToken) as exc:
             raise InvalidParams(f"Invalid params: requestState: {exc.message}") from None
         try:
@@ -708,7 +716,11 @@ class McpServer:
         return state  # type: ignore[no-any-return]
 
     def _input_required(
-        self, tool: str, outcome: Elicitation | InputRequired, capabilities: Mapping[str, Any]
+        self,
+        tool: str,
+        outcome: Elicitation | InputRequired,
+        capabilities: Mapping[str, Any],
+        context: RequestContext,
     ) -> dict[str, Any]:
         """An ``input_required`` result; -32021 when it asks for something the client
         did not declare it can do (MCP: never send such a request)."""
@@ -719,21 +731,23 @@ class McpServer:
                 raise MissingCapability(needed, {needed: {}})
         state = outcome.state if isinstance(outcome, InputRequired) else None
         # Sealed with the tool's name: a state given by one tool never reaches another.
-        sealed = self.dispatcher.sealer.seal_state(json.dumps([tool, state]), _STATE_TTL)
+        sealed = self.dispatcher.sealer.seal_state(
+            json.dumps([tool, state]), _STATE_TTL, binding_of(context.caller)
+        )
         return {"resultType": "input_required", "inputRequests": requests, "requestState": sealed}
 
-    async def _wait(self, token: str) -> Result:
+    async def _wait(self, token: str, context: RequestContext) -> Result:
         """The outcome of a promise, for a client that cannot take a task.  That
         client never saw the token: when it leaves, the call is cancelled."""
         wait = self.dispatcher.config.max_redeem_wait
         try:
             while True:
-                result = await self.dispatcher.redeem(token, wait)
+                result = await self.dispatcher.redeem(token, wait, context)
                 if not isinstance(result.outcome, Promised):
                     return result
         except asyncio.CancelledError:
             with contextlib.suppress(MCPLiteError):
-                await self.dispatcher.cancel(token)
+                await self.dispatcher.cancel(token, context)
             raise
 
     # -- 2025: asking the client on the call's stream -------------------------
@@ -761,7 +775,7 @@ class McpServer:
             context = dataclasses.replace(context, input_responses=answers, request_state=state)
             result = await self._run(name, arguments, context)
             if isinstance(result.outcome, Promised):
-                result = await self._wait(result.outcome.token)
+                result = await self._wait(result.outcome.token, context)
         return result
 
     async def _asked(
@@ -840,7 +854,7 @@ class McpServer:
         if not isinstance(task_id, str):
             raise InvalidParams("Invalid params: taskId must be a string")
         try:
-            task = await self.tasks.find(task_id)
+            task = await self.tasks.find(task_id, request.context)
             await self.tasks.settle(task)
         except _TOKEN_ERRORS as exc:
             raise InvalidParams(f"Unknown task: {exc.message}", {"taskId": task_id}) from None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ..auth import binding_of
 from ..context import RequestContext
 from ..dispatch import Dispatcher, start_task
 from ..envelope import Result
@@ -135,21 +136,21 @@ class TaskTable:
         self._tasks[task.task_id] = task
         return task
 
-    async def find(self, task_id: str) -> Task:
-        """The task called ``task_id``; raises the token's error
-        (:class:`~mcplite.errors.InvalidToken`, ``ExpiredToken``, ``UnknownPromise``)
-        when there is none."""
+    async def find(self, task_id: str, context: RequestContext) -> Task:
+        """The task called ``task_id``, for ``context``'s caller; raises the token's
+        error (:class:`~mcplite.errors.InvalidToken`, ``ExpiredToken``,
+        ``UnknownPromise``) when there is none, or when another subject made it."""
         self._sweep(time.time())
+        # The id is the task's first promise token, bound to its creator.
+        promise_id, expires_at = self.dispatcher.sealer.open(task_id, binding_of(context.caller))
         task = self._tasks.get(task_id)
         if task is not None:
             return task
-        promise_id, expires_at = self.dispatcher.sealer.open(task_id)
         await self.dispatcher.promises.get(promise_id)
         created = expires_at - self.dispatcher.config.promise_ttl
         # Not ours: answered from its promise alone, never stored.
-        return Task(
-            task_id, None, None, RequestContext("mcp"), created, expires_at, created, task_id
-        )
+        kept = dataclasses.replace(context, notify=None, input_responses=None, request_state=None)
+        return Task(task_id, None, None, kept, created, expires_at, created, task_id)
 
     def _sweep(self, now: float) -> None:
         tasks = self._tasks
@@ -186,7 +187,7 @@ class TaskTable:
                 return task.status
             task.token = result.outcome.token
         try:
-            result = await self.dispatcher.redeem(task.token, 0)
+            result = await self.dispatcher.redeem(task.token, 0, task.context)
         except _TOKEN_ERRORS:
             raise  # its promise is gone (expired, or unknown here)
         except MCPLiteError as exc:  # the call ended in a protocol error
@@ -255,7 +256,7 @@ class TaskTable:
             task.run.cancel()
         elif status is TaskStatus.WORKING:
             with contextlib.suppress(MCPLiteError):  # gone: nothing runs any more
-                await self.dispatcher.cancel(task.token)
+                await self.dispatcher.cancel(task.token, task.context)
 
     def close(self) -> None:
         """Stop the runs still going and forget every task (shutdown)."""
