@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import hmac
 import json
 import logging
 import math
@@ -179,7 +180,8 @@ class McpServer:
         #: Tasks of this process: what MCP needs beyond the promise (see .tasks).
         self.tasks = TaskTable(dispatcher, dispatcher.config.max_promises)
         #: 2025: requests sent to clients on a call's stream, by id, awaiting answers.
-        self._pending: dict[str, asyncio.Future[Any]] = {}
+        # Requests sent to 2025 clients, by id: the answer's future and who may answer.
+        self._pending: dict[str, tuple[asyncio.Future[Any], bytes]] = {}
         #: 2026: the open subscriptions/listen streams, and how many may be open at once.
         self._subscriptions: set[_Subscription] = set()
         self._subscriptions_ended = False  # shutting down: a new listen ends at once
@@ -283,7 +285,7 @@ class McpServer:
             if modern:  # 2026 has no requests from the server: nothing to answer
                 error = InvalidRequest("Invalid request: unexpected JSON-RPC response")
                 return self._error(None, error)
-            self._answered(message)  # 2025: a client answers what a call asked it
+            self._answered(message, context)  # 2025: a client answers what a call asked it
             return McpReply(202, None)
         try:
             request_id, method, params = check_request(message)
@@ -466,7 +468,7 @@ class McpServer:
                 return rendered
             if request.send is None:  # answered as plain JSON: no stream to ask on
                 break
-            answers = await self._asked(input_requests(rendered), request.send)
+            answers = await self._asked(input_requests(rendered), request.send, context)
             if isinstance(answers, Result):
                 assert isinstance(answers.outcome, Failure)
                 raise InternalError(f"prompt {name!r}: {answers.outcome.message}")
@@ -768,7 +770,7 @@ class McpServer:
             outcome = result.outcome
             if not isinstance(outcome, Elicitation | InputRequired):
                 return result
-            answers = await self._asked(input_requests(outcome), send)
+            answers = await self._asked(input_requests(outcome), send, context)
             if isinstance(answers, Result):
                 return answers
             state = outcome.state if isinstance(outcome, InputRequired) else None
@@ -779,10 +781,11 @@ class McpServer:
         return result
 
     async def _asked(
-        self, requests: Mapping[str, Mapping[str, Any]], send: Sender
+        self, requests: Mapping[str, Mapping[str, Any]], send: Sender, context: RequestContext
     ) -> dict[str, Any] | Result:
         """Send ``requests`` to the client; its answers by key, or the failure that
-        ends the call (an error answer, no answer in time, too many pending)."""
+        ends the call (an error answer, no answer in time, too many pending).  Only
+        the caller that was asked can answer (with auth on: the same subject)."""
         started = time.time()
         if len(self._pending) + len(requests) > _MAX_PENDING:
             return _failed(started, "too many requests to clients are pending; try again")
@@ -792,7 +795,7 @@ class McpServer:
             for key, asked in requests.items():
                 request_id = f"mcplite-{uuid.uuid4()}"
                 future: asyncio.Future[Any] = loop.create_future()
-                self._pending[request_id] = future
+                self._pending[request_id] = (future, binding_of(context.caller))
                 waiting[key] = (request_id, future)
                 send(
                     {
@@ -820,11 +823,14 @@ class McpServer:
             for request_id, _ in waiting.values():
                 self._pending.pop(request_id, None)
 
-    def _answered(self, message: dict[str, Any]) -> None:
+    def _answered(self, message: dict[str, Any], context: RequestContext) -> None:
         """A client's answer to a request of :meth:`_asked` (others are dropped)."""
         request_id = message.get("id")
-        future = self._pending.get(request_id) if isinstance(request_id, str) else None
-        if future is not None and not future.done():
+        pending = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if pending is None:
+            return
+        future, asked = pending
+        if not future.done() and hmac.compare_digest(asked, binding_of(context.caller)):
             future.set_result(message)
 
     # -- tasks (extension io.modelcontextprotocol/tasks) -----------------------
