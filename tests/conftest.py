@@ -200,7 +200,9 @@ def start_server(
     ready: Future[RunningServer] = Future()
 
     async def boot() -> RunningServer:
-        dispatcher = Dispatcher(tools, config)
+        from mcplite.auth import auth_from_config  # on when config names tokens (or OAuth)
+
+        dispatcher = Dispatcher(tools, config, auth=auth_from_config(config, {}))
         http = HttpServer(dispatcher, config)
         await http.start("127.0.0.1", 0)
         grpc_server = None

@@ -22,7 +22,16 @@ The URL picks the transport::
   ``code``, ``message`` and ``data``; gRPC statuses are mapped to the same classes
   (and the same codes).  Business outcomes (failure, elicitation, ...) are
   :class:`Response` objects, never exceptions.
-- :class:`TransportError` means the server could not be reached or talked to.
+- :class:`TransportError` means the server could not be reached or talked to
+  (a TLS handshake that fails, say a certificate that does not verify, included).
+- Security: ``https://`` and ``grpcs://`` URLs use TLS, verifying the server
+  against the system's CAs or ``cafile``; ``certfile``/``keyfile`` present a
+  client certificate (mutual TLS); or give a ready ``ssl_context``.  ``token`` is
+  sent on every request (``Authorization: Bearer ...`` over HTTP, ``authorization``
+  metadata over gRPC).  A refused token raises :class:`AuthenticationError`
+  (HTTP 401, gRPC UNAUTHENTICATED), a token without the scope a tool needs
+  :class:`PermissionDeniedError` (403, PERMISSION_DENIED), a caller over its rate
+  :class:`OverloadedError` with ``retry_after`` (429, RESOURCE_EXHAUSTED).
 - Prompts and resources (when the server has them) come in MCP's JSON shapes:
   :meth:`BaseClient.list_prompts`, :meth:`~BaseClient.get_prompt` (HTTP JSON-RPC
   ``prompts/*``, or gRPC ``GetPrompts``/``GetPrompt``), and over HTTP only
@@ -40,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import ssl
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +61,7 @@ from ..outcomes import Partial
 from ..wire import DEFAULT_BASE_PATH
 
 __all__ = [
+    "AuthenticationError",
     "BaseClient",
     "Client",
     "ClientError",
@@ -59,6 +70,7 @@ __all__ = [
     "InvalidTokenError",
     "OverloadedError",
     "Partial",
+    "PermissionDeniedError",
     "PromiseTimeout",
     "PromptTransport",
     "RPCError",
@@ -256,6 +268,30 @@ class OverloadedError(RPCError):
         return float(value) if isinstance(value, int | float) else None
 
 
+class AuthenticationError(RPCError):
+    """The server refused the request's credentials, or wanted some: no token, an
+    unknown, expired or malformed one (-32041, HTTP 401, gRPC UNAUTHENTICATED).
+
+    ``www_authenticate`` is the HTTP challenge (``Bearer resource_metadata=...``
+    names where an OAuth server says how to get a token); None over gRPC.
+    """
+
+    www_authenticate: str | None = None
+
+
+class PermissionDeniedError(RPCError):
+    """The token is good but lacks a scope the tool needs (-32043, HTTP 403
+    ``insufficient_scope``, gRPC PERMISSION_DENIED)."""
+
+    www_authenticate: str | None = None
+
+    @property
+    def scopes(self) -> list[str]:
+        """The scopes the request needed (every one the tool names)."""
+        value = self._data("scopes")
+        return [str(s) for s in value] if isinstance(value, list) else []
+
+
 class InternalServerError(RPCError):
     """The tool raised (-32603, gRPC INTERNAL); ``error_id`` finds it in the server log."""
 
@@ -282,6 +318,10 @@ def rpc_error(
         cls = InternalServerError
     elif code == wire.SERVER_ERROR:
         cls = OverloadedError
+    elif code == wire.UNAUTHENTICATED_ERROR:
+        cls = AuthenticationError
+    elif code == wire.FORBIDDEN_ERROR:
+        cls = PermissionDeniedError
     return cls(code, message, data, grpc_status=grpc_status)
 
 
@@ -463,6 +503,8 @@ class BaseClient:
         if self._redeem_wait is None:
             try:
                 tools = await self.list_tools()
+            except (AuthenticationError, PermissionDeniedError):
+                raise  # the redeem would be refused too: say so now, and ask again later
             except RPCError:
                 tools = []
             self._redeem_wait = next(
@@ -593,21 +635,77 @@ def _wait_bound(schema: Mapping[str, Any]) -> float:
 
 
 class Client(BaseClient):
-    """A client for the server at ``url``: ``http://HOST:PORT/BASE`` (HTTP/1.1,
-    keep-alive connection pool of at most ``pool_size`` idle connections) or
-    ``grpc://HOST:PORT``.  Use it as an async context manager, or call
-    :meth:`aclose`.  Raises ValueError for an unsupported URL.
+    """A client for the server at ``url``: ``http://HOST:PORT/BASE`` or
+    ``https://HOST:PORT/BASE`` (HTTP/1.1, keep-alive connection pool of at most
+    ``pool_size`` idle connections), ``grpc://HOST:PORT`` or ``grpcs://HOST:PORT``
+    (HTTP/2).  Use it as an async context manager, or call :meth:`aclose`.
+
+    ``token`` is a bearer token sent with every request.  TLS (``https://``,
+    ``grpcs://`` only): the server's certificate is verified against the system's
+    CAs, or only against ``cafile`` when given (PEM); ``certfile`` and ``keyfile``
+    (PEM; the key may be in ``certfile``) are the client certificate for mutual
+    TLS.  Instead of those, ``ssl_context`` is used as it is, except that over
+    gRPC its ALPN protocols are set to ``h2`` (which HTTP/2 over TLS needs).
+
+    Raises ValueError for an unsupported URL, TLS options with a plaintext URL,
+    TLS files that cannot be used, or a token a header cannot carry (the message
+    never quotes the token).
     """
 
-    def __init__(self, url: str, *, timeout: float = 30.0, pool_size: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        pool_size: int = 8,
+        token: str | None = None,
+        cafile: str | None = None,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.url = url
-        super().__init__(_transport_for(url, pool_size), timeout=timeout)
+        security = _Security(token, cafile, certfile, keyfile, ssl_context)
+        super().__init__(_transport_for(url, pool_size, security), timeout=timeout)
 
     async def __aenter__(self) -> Client:
         return self
 
 
-def _transport_for(url: str, pool_size: int) -> Transport:
+@dataclass(frozen=True, slots=True)
+class _Security:
+    """The credentials and TLS options of a :class:`Client` (``repr`` hides the token)."""
+
+    token: str | None = field(default=None, repr=False)
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    ssl_context: ssl.SSLContext | None = None
+
+    def context(self, url: str, tls: bool, alpn: str) -> ssl.SSLContext | None:
+        """The SSL context of a connection to ``url`` (None: plaintext)."""
+        from ._tls import client_context
+
+        files = self.cafile is not None or self.certfile is not None or self.keyfile is not None
+        if not tls:
+            if files or self.ssl_context is not None:
+                raise ValueError(f"TLS options need an https:// or grpcs:// URL, not {url!r}")
+            return None
+        if self.ssl_context is not None:
+            if files:
+                raise ValueError("give either ssl_context or cafile/certfile/keyfile")
+            if alpn == "h2":
+                self.ssl_context.set_alpn_protocols(["h2"])
+            return self.ssl_context
+        return client_context(
+            cafile=self.cafile, certfile=self.certfile, keyfile=self.keyfile, alpn=alpn
+        )
+
+
+def _transport_for(url: str, pool_size: int, security: _Security | None = None) -> Transport:
+    from ._tls import authorization
+
+    security = security or _Security()
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     try:
@@ -620,18 +718,28 @@ def _transport_for(url: str, pool_size: int) -> Transport:
     if scheme in ("http", "https"):
         from ._http import HttpTransport
 
+        tls = scheme == "https"
         base = parts.path if parts.path else DEFAULT_BASE_PATH
         return HttpTransport(
             host,
-            port or (443 if scheme == "https" else 80),
+            port or (443 if tls else 80),
             base.rstrip("/"),
-            tls=scheme == "https",
+            tls=tls,
+            ssl_context=security.context(url, tls, "http/1.1"),
+            authorization=authorization(security.token),
             pool_size=pool_size,
         )
-    if scheme == "grpc":
+    if scheme in ("grpc", "grpcs"):
         from ._grpc import GrpcTransport
 
         if parts.path not in ("", "/"):
-            raise ValueError(f"a grpc:// URL has no path: {url!r}")
-        return GrpcTransport(host, port or DEFAULT_GRPC_PORT)
-    raise ValueError(f"unsupported URL {url!r}: use http://HOST:PORT/BASE or grpc://HOST:PORT")
+            raise ValueError(f"a {scheme}:// URL has no path: {url!r}")
+        return GrpcTransport(
+            host,
+            port or DEFAULT_GRPC_PORT,
+            ssl_context=security.context(url, scheme == "grpcs", "h2"),
+            authorization=authorization(security.token),
+        )
+    raise ValueError(
+        f"unsupported URL {url!r}: use http(s)://HOST:PORT/BASE or grpc(s)://HOST:PORT"
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from grpclib.client import Channel, Stream
 from grpclib.const import Cardinality, Status
 from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, StreamTerminatedError
+from grpclib.protocol import H2Protocol
 
 from .. import wire
 from ..protobuf import (
@@ -36,6 +38,7 @@ from ..protobuf import (
 )
 from ..wire import ERROR_DATA_KEY, iso_timestamp
 from . import Partial, RequestTimeout, TransportError, rpc_error
+from ._tls import tls_reason
 
 __all__ = ["BytesCodec", "GrpcTransport", "grpc_error", "result_of"]
 
@@ -50,6 +53,8 @@ _JSONRPC_CODES: dict[Status, int] = {
     Status.RESOURCE_EXHAUSTED: wire.SERVER_ERROR,
     Status.INTERNAL: wire.INTERNAL_ERROR,
     Status.UNIMPLEMENTED: wire.METHOD_NOT_FOUND,
+    Status.UNAUTHENTICATED: wire.UNAUTHENTICATED_ERROR,
+    Status.PERMISSION_DENIED: wire.FORBIDDEN_ERROR,
 }
 
 
@@ -139,26 +144,78 @@ def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception
     return rpc_error(code, message, data, grpc_status=status.value)
 
 
-class GrpcTransport:
-    """The MCP-lite gRPC binding from the client side (one HTTP/2 connection)."""
+class _Protocol(H2Protocol):
+    """grpclib's protocol, noting when its connection has ended."""
 
-    def __init__(self, host: str, port: int) -> None:
+    closed: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.closed = asyncio.get_running_loop().create_future()
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        if self.closed is not None and not self.closed.done():
+            self.closed.set_result(None)
+
+
+class _Channel(Channel):
+    """grpclib's Channel, keeping its connections' protocols so that
+    :meth:`GrpcTransport.aclose` can wait for them to end.  Closing a TLS
+    connection takes a close_notify exchange on the event loop; a loop that ends
+    first leaks the socket.  (``_protocol_factory`` is grpclib's hook; were it
+    renamed, closing would merely stop waiting.)"""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.protocols: list[_Protocol] = []
+
+    def _protocol_factory(self) -> H2Protocol:
+        made = super()._protocol_factory()
+        protocol = _Protocol(made.handler, made.config, made.h2_config)
+        self.protocols = [p for p in self.protocols if not (p.closed and p.closed.done())]
+        self.protocols.append(protocol)
+        return protocol
+
+
+class GrpcTransport:
+    """The MCP-lite gRPC binding from the client side (one HTTP/2 connection).
+
+    ``ssl_context`` (which must offer ALPN ``h2``) turns TLS on; ``authorization``
+    is the ``authorization`` metadata of every call.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        authorization: str | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         authority = f"[{host}]" if ":" in host else host
-        self.origin = f"grpc://{authority}:{port}"
-        self._channel: Channel | None = None
+        scheme = "grpcs" if ssl_context is not None else "grpc"
+        self.origin = f"{scheme}://{authority}:{port}"
+        self._ssl = ssl_context
+        self._metadata = {"authorization": authorization} if authorization is not None else None
+        self._channel: _Channel | None = None
 
     def _chan(self) -> Channel:
         # Made on first use: grpclib binds the channel to the running loop.
         if self._channel is None:
-            self._channel = Channel(self.host, self.port, codec=BytesCodec())
+            self._channel = _Channel(self.host, self.port, ssl=self._ssl, codec=BytesCodec())
         return self._channel
 
     async def aclose(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        channel, self._channel = self._channel, None
+        if channel is None:
+            return
+        channel.close()
+        closing = [p.closed for p in channel.protocols if p.closed is not None]
+        if closing:  # bounded: a peer that never answers close_notify is not waited out
+            await asyncio.wait(closing, timeout=1.0)
 
     def _failure(self, exc: BaseException, stream: Stream[bytes, bytes] | None) -> Exception:
         """The client exception for what grpclib raised."""
@@ -169,6 +226,8 @@ class GrpcTransport:
             return RequestTimeout(f"no answer from {self.origin} in time")
         if isinstance(exc, ConnectionRefusedError):
             return TransportError(f"cannot connect to {self.origin}: Connection refused")
+        if isinstance(exc, ssl.SSLError):
+            return TransportError(f"cannot connect to {self.origin}: {tls_reason(exc)}")
         if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
             reason = exc.strerror or str(exc)
             return TransportError(f"cannot connect to {self.origin}: {reason}")
@@ -191,7 +250,12 @@ class GrpcTransport:
         stream: Stream[bytes, bytes] | None = None
         try:
             stream = self._chan().request(
-                _SERVICE + method, Cardinality.UNARY_UNARY, bytes, bytes, timeout=timeout
+                _SERVICE + method,
+                Cardinality.UNARY_UNARY,
+                bytes,
+                bytes,
+                timeout=timeout,
+                metadata=self._metadata,
             )
             async with stream:
                 await stream.send_message(payload, end=True)
@@ -266,7 +330,11 @@ class GrpcTransport:
         final: dict[str, Any] | None = None
         try:
             stream = self._chan().request(
-                _SERVICE + "CallToolStream", Cardinality.UNARY_STREAM, bytes, bytes
+                _SERVICE + "CallToolStream",
+                Cardinality.UNARY_STREAM,
+                bytes,
+                bytes,
+                metadata=self._metadata,
             )
             async with stream:
                 async with asyncio.timeout(timeout):

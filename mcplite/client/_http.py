@@ -23,7 +23,13 @@ connection that fails after that raises :class:`TransportError`, since the serve
 may have run the call.  The check before writing makes the stale keep-alive case
 (a server that closed an idle connection) a transparent reconnect; what remains
 is the race where the server closes the connection in the instant the request is
-written, and that one is reported, not guessed at.
+written, and that one is reported, not guessed at.  An answer, a refusal such as
+401 (bad token) or 429 (rate limit) included, is never sent again.
+
+TLS and credentials: an ``https://`` transport wraps each connection in its SSL
+context; the ``Authorization`` header (a bearer token) goes on every request.
+401, 403 and 429 map to AuthenticationError, PermissionDeniedError and
+OverloadedError, by the JSON-RPC code of the body or, without one, the status.
 """
 
 from __future__ import annotations
@@ -37,18 +43,24 @@ import re
 import select
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import h11
 
+from .. import wire
 from .._version import __version__
 from . import (
+    AuthenticationError,
+    OverloadedError,
     Partial,
+    PermissionDeniedError,
     RequestTimeout,
+    RPCError,
     TransportError,
     error_from_object,
 )
+from ._tls import tls_reason
 
 __all__ = ["HttpTransport", "SseParser"]
 
@@ -245,7 +257,11 @@ class _Connection(asyncio.Protocol):
 
 
 class HttpTransport:
-    """The MCP-lite HTTP binding from the client side (see the module doc)."""
+    """The MCP-lite HTTP binding from the client side (see the module doc).
+
+    With ``tls``, connections use ``ssl_context`` (default: the system's CAs).
+    ``authorization`` is the ``Authorization`` header of every request.
+    """
 
     def __init__(
         self,
@@ -254,6 +270,8 @@ class HttpTransport:
         base_path: str,
         *,
         tls: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
+        authorization: str | None = None,
         pool_size: int = 8,
         idle_timeout: float = 10.0,
     ) -> None:
@@ -262,7 +280,11 @@ class HttpTransport:
         self.host = host
         self.port = port
         self.base_path = base_path
-        self.tls = tls
+        self.tls = tls = tls or ssl_context is not None
+        self._ssl: ssl.SSLContext | None = None
+        if tls:
+            self._ssl = ssl_context if ssl_context is not None else ssl.create_default_context()
+        self._authorization = authorization
         self.pool_size = pool_size
         self.idle_timeout = idle_timeout
         authority = f"[{host}]" if ":" in host else host
@@ -283,10 +305,9 @@ class HttpTransport:
     # --- the pool ---------------------------------------------------------------------
 
     async def _connect(self) -> _Connection:
-        context = ssl.create_default_context() if self.tls else None
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=context)
+            _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=self._ssl)
         except OSError as exc:  # ssl.SSLError included
             raise TransportError(f"cannot connect to {self.origin}: {_reason(exc)}") from None
         self.connections_opened += 1
@@ -343,6 +364,8 @@ class HttpTransport:
             ("Accept", accept),
             ("Content-Length", str(len(body))),
         ]
+        if self._authorization is not None:
+            headers.append(("Authorization", self._authorization))
         out = conn.h11.send(h11.Request(method="POST", target=path, headers=headers))
         out = (out or b"") + (conn.h11.send(h11.Data(data=body)) or b"")
         return out + (conn.h11.send(h11.EndOfMessage()) or b"")
@@ -371,6 +394,11 @@ class HttpTransport:
                         raise TransportError(
                             f"connection to {self.origin} broken: {_reason(exc)}"
                         ) from None
+                    if conn.error is not None:  # e.g. a TLS alert: no client certificate
+                        raise TransportError(
+                            f"{self.origin} closed the connection without answering: "
+                            f"{_reason(conn.error)}"
+                        ) from None
                     raise TransportError(
                         f"{self.origin} closed the connection without answering"
                     ) from None
@@ -390,7 +418,7 @@ class HttpTransport:
 
     async def _post(
         self, path: str, body: bytes, timeout: float, idempotent: bool
-    ) -> tuple[int, bytes]:
+    ) -> tuple[h11.Response, bytes]:
         conn: _Connection | None = None
         try:
             async with asyncio.timeout(timeout):
@@ -408,18 +436,29 @@ class HttpTransport:
             raise
         assert conn is not None
         self._release(conn)
-        return head.status_code, data
+        return head, data
 
     # --- the binding ------------------------------------------------------------------
 
-    def _reply(self, path: str, status: int, body: bytes) -> dict[str, Any]:
-        """The JSON object answered; a JSON-RPC error raises its RPCError."""
+    def _reply(self, path: str, head: h11.Response, body: bytes) -> dict[str, Any]:
+        """The JSON object answered; a JSON-RPC error raises its RPCError.
+
+        401, 403 and 429 (or 503) without a JSON-RPC body (a proxy's, say) raise
+        the errors their codes would; a Retry-After header fills ``retry_after``.
+        """
+        status = head.status_code
         try:
             message = json.loads(body) if body else None
         except ValueError:
             message = None
+        error: RPCError | None = None
         if isinstance(message, dict) and isinstance(message.get("error"), dict):
-            raise error_from_object(message["error"])
+            error = error_from_object(message["error"])
+        elif status in _STATUS_ERRORS:
+            code, what = _STATUS_ERRORS[status]
+            error = error_from_object({"code": code, "message": f"HTTP {status}: {what}"})
+        if error is not None:
+            raise _with_headers(error, head.headers)
         if status != 200 or not isinstance(message, dict):
             snippet = body[:200].decode("utf-8", "replace").strip()
             what = f"HTTP {status}" if status != 200 else "a reply that is not a JSON object"
@@ -441,8 +480,8 @@ class HttpTransport:
 
     async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
         path = self.base_path + "/tools"
-        status, body = await self._post(path, b"{}", timeout, idempotent=True)
-        tools = self._reply(path, status, body).get("tools")
+        head, body = await self._post(path, b"{}", timeout, idempotent=True)
+        tools = self._reply(path, head, body).get("tools")
         if not isinstance(tools, list):
             raise TransportError(f"{self.origin}{path} answered no list of tools")
         return [t for t in tools if isinstance(t, dict)]
@@ -451,8 +490,8 @@ class HttpTransport:
         self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
     ) -> dict[str, Any]:
         path = self.base_path + "/rpc"
-        status, body = await self._post(path, self._rpc_body(name, arguments), timeout, idempotent)
-        result = self._reply(path, status, body).get("result")
+        head, body = await self._post(path, self._rpc_body(name, arguments), timeout, idempotent)
+        result = self._reply(path, head, body).get("result")
         if not isinstance(result, dict):
             raise TransportError(f"{self.origin}{path} answered a JSON-RPC reply without a result")
         return result
@@ -462,8 +501,8 @@ class HttpTransport:
         its result object.  Raises RPCError, TransportError."""
         path = self.base_path + "/rpc"
         body = self._rpc_body("", params, method)
-        status, data = await self._post(path, body, timeout, idempotent=True)
-        result = self._reply(path, status, data).get("result")
+        head, data = await self._post(path, body, timeout, idempotent=True)
+        result = self._reply(path, head, data).get("result")
         if not isinstance(result, dict):
             raise TransportError(f"{self.origin}{path} answered a JSON-RPC reply without a result")
         return result
@@ -495,7 +534,7 @@ class HttpTransport:
                     # An error before the tool started (or a server that does not stream).
                     async with asyncio.timeout(timeout):
                         data = await self._read_body(conn)
-                    result = self._reply(path, head.status_code, data).get("result")
+                    result = self._reply(path, head, data).get("result")
                     if not isinstance(result, dict):
                         raise TransportError(f"{self.origin}{path} answered no result")
                     final = result
@@ -529,7 +568,33 @@ class HttpTransport:
         yield final
 
 
+# Statuses that mean a protocol error even without a JSON-RPC body.
+_STATUS_ERRORS = {
+    401: (wire.UNAUTHENTICATED_ERROR, "authentication required"),
+    403: (wire.FORBIDDEN_ERROR, "forbidden"),
+    429: (wire.SERVER_ERROR, "too many requests"),
+}
+
+
+def _with_headers(error: RPCError, headers: Iterable[tuple[bytes, bytes]]) -> RPCError:
+    """``error`` with what the response's headers add: the challenge of a 401 or
+    403, the Retry-After of a refusal the body does not time."""
+    fields = dict(headers)
+    if isinstance(error, AuthenticationError | PermissionDeniedError):
+        challenge = fields.get(b"www-authenticate")
+        if challenge is not None:
+            error.www_authenticate = challenge.decode("latin-1")
+    elif isinstance(error, OverloadedError) and error.retry_after is None:
+        retry = fields.get(b"retry-after", b"").strip()
+        if retry.isdigit():
+            data = error.data if isinstance(error.data, dict) else {}
+            error.data = {**data, "retry_after": int(retry)}
+    return error
+
+
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):  # before errno, which is OpenSSL's here
+        return tls_reason(exc)
     # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)": say what it was.
     errno = getattr(exc, "errno", None)
     if isinstance(errno, int) and errno > 0:

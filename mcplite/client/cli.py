@@ -3,7 +3,13 @@ the command line; also ``mcplite prompts URL``, ``mcplite prompt URL NAME
 [key=value ...]``, ``mcplite resources URL`` and ``mcplite read URL URI``.
 
 URL is ``http://HOST:PORT/BASE`` (``http://127.0.0.1:8080/mcp-lite/v1``) or
-``grpc://HOST:PORT``.
+``grpc://HOST:PORT``; ``https://`` and ``grpcs://`` use TLS.
+
+Security options (every command): ``--token TOKEN`` is the bearer token sent with
+each request (default: ``$MCPLITE_TOKEN``, which keeps it out of the process
+list; it is never printed, not even in an error); ``--cafile PEM`` trusts that CA
+(only) for the server's certificate; ``--certfile PEM`` and ``--keyfile PEM`` are a
+client certificate for mutual TLS.
 
 ``call`` takes arguments as ``key=value`` (the value is parsed as JSON where it
 parses, else taken as a string: ``limit=5`` is a number, ``query=MCP`` a string,
@@ -28,6 +34,10 @@ Exit status:
 6   any other protocol error (internal error, overloaded, bad promise token, ...)
 7   timed out: a request, or a promise without an outcome in ``--timeout`` (its
     token is printed, to redeem later)
+8   not authenticated: no token, or the server refused it (HTTP 401, gRPC
+    UNAUTHENTICATED)
+9   permission denied: the token lacks a scope the tool needs (HTTP 403, gRPC
+    PERMISSION_DENIED; the scopes are printed)
 ==  ==========================================================================
 
 Prompts and resources: ``prompts`` lists the prompts (``*`` marks a required
@@ -52,15 +62,18 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from . import (
+    AuthenticationError,
     Client,
     ClientError,
     InvalidArgumentsError,
     Partial,
+    PermissionDeniedError,
     PromiseTimeout,
     RequestTimeout,
     Response,
@@ -83,6 +96,11 @@ EXIT_UNKNOWN_TOOL = 4
 EXIT_INVALID_ARGUMENTS = 5
 EXIT_PROTOCOL = 6
 EXIT_TIMEOUT = 7
+EXIT_UNAUTHENTICATED = 8
+EXIT_FORBIDDEN = 9
+
+#: The environment variable ``--token`` defaults to.
+TOKEN_ENV = "MCPLITE_TOKEN"
 
 
 class UsageError(Exception):
@@ -121,9 +139,46 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+def _security_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("security")
+    group.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help=f"bearer token sent with every request (default: ${TOKEN_ENV})",
+    )
+    group.add_argument(
+        "--cafile", metavar="PEM", help="trust this CA (only) for the server's certificate"
+    )
+    group.add_argument(
+        "--certfile", metavar="PEM", help="client certificate for mutual TLS (with its chain)"
+    )
+    group.add_argument(
+        "--keyfile", metavar="PEM", help="the client certificate's key (if not in --certfile)"
+    )
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    token: str | None = getattr(args, "token", None)
+    return token if token is not None else os.environ.get(TOKEN_ENV) or None
+
+
+def _client(args: argparse.Namespace) -> Client:
+    """The client a command's options ask for.  Raises ValueError (exit 2)."""
+    return Client(
+        args.url,
+        timeout=args.timeout,
+        token=_token(args),
+        cafile=args.cafile,
+        certfile=args.certfile,
+        keyfile=args.keyfile,
+    )
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``tools`` and ``call`` subcommands to ``mcplite``'s subparsers."""
-    url_help = "http://HOST:PORT/BASE (e.g. http://127.0.0.1:8080/mcp-lite/v1) or grpc://HOST:PORT"
+    url_help = (
+        "http(s)://HOST:PORT/BASE (e.g. http://127.0.0.1:8080/mcp-lite/v1) or grpc(s)://HOST:PORT"
+    )
     tools = subparsers.add_parser(
         "tools",
         help="list the tools of a server",
@@ -135,6 +190,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tools.add_argument(
         "--timeout", type=_timeout, default=30.0, metavar="S", help="seconds to wait (default 30)"
     )
+    _security_options(tools)
     tools.set_defaults(client_command="tools", log_level="warning")
 
     call = subparsers.add_parser(
@@ -143,7 +199,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Call a tool of an MCP-lite server. Arguments are key=value (the value "
         "is JSON where it parses, else a string) and/or --json '{...}'. Exit status: 0 "
         "answer, 1 failure, 2 usage, 3 connection, 4 unknown tool, 5 invalid arguments, "
-        "6 other protocol error, 7 timeout.",
+        "6 other protocol error, 7 timeout, 8 not authenticated, 9 permission denied.",
     )
     call.__class__ = _IntermixedParser  # made by the caller's parser class
     call.add_argument("url", metavar="URL", help=url_help)
@@ -165,6 +221,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="S",
         help="seconds for each request and for a promise's outcome (default 30)",
     )
+    _security_options(call)
     call.set_defaults(client_command="call", log_level="warning")
     _register_prompts_and_resources(subparsers, url_help)
 
@@ -180,6 +237,7 @@ def _register_prompts_and_resources(
             metavar="S",
             help="seconds to wait (default 30)",
         )
+        _security_options(parser)
 
     prompts = subparsers.add_parser(
         "prompts",
@@ -249,6 +307,12 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(exc), EXIT_TIMEOUT)
     except TransportError as exc:
         return _error(str(exc), EXIT_TRANSPORT)
+    except AuthenticationError as exc:
+        hint = "" if _token(args) else f" (give --token or set ${TOKEN_ENV})"
+        return _error(f"not authenticated: {exc.message}{hint}", EXIT_UNAUTHENTICATED)
+    except PermissionDeniedError as exc:
+        needed = f" (needs scope: {' '.join(exc.scopes)})" if exc.scopes else ""
+        return _error(f"permission denied: {exc.message}{needed}", EXIT_FORBIDDEN)
     except ToolNotFoundError as exc:
         return _error(_unknown_tool(exc), EXIT_UNKNOWN_TOOL)
     except InvalidArgumentsError as exc:
@@ -304,7 +368,7 @@ def parse_arguments(pairs: Sequence[str], json_text: str | None) -> dict[str, An
 
 
 async def _tools(args: argparse.Namespace) -> int:
-    async with Client(args.url, timeout=args.timeout) as client:
+    async with _client(args) as client:
         tools = await client.list_tools()
     if args.json:
         definitions = [
@@ -385,7 +449,7 @@ def _no_grpc(args: argparse.Namespace) -> None:
 
 
 async def _prompts(args: argparse.Namespace) -> int:
-    async with Client(args.url, timeout=args.timeout) as client:
+    async with _client(args) as client:
         prompts = await client.list_prompts()
     if args.json:
         _print_json(prompts)
@@ -430,7 +494,7 @@ async def _prompt(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise UsageError(f"expected KEY=VALUE, got {pair!r}")
         arguments[key] = value
-    async with Client(args.url, timeout=args.timeout) as client:
+    async with _client(args) as client:
         result = await client.get_prompt(args.name, arguments)
     if args.json:
         _print_json(result)
@@ -446,7 +510,7 @@ async def _prompt(args: argparse.Namespace) -> int:
 
 async def _resources(args: argparse.Namespace) -> int:
     _no_grpc(args)
-    async with Client(args.url, timeout=args.timeout) as client:
+    async with _client(args) as client:
         resources = await client.list_resources()
         templates = await client.list_resource_templates()
     if args.json:
@@ -472,7 +536,7 @@ def _named(entry: dict[str, Any]) -> str:
 
 async def _read(args: argparse.Namespace) -> int:
     _no_grpc(args)
-    async with Client(args.url, timeout=args.timeout) as client:
+    async with _client(args) as client:
         contents = await client.read_resource(args.uri)
     if args.json:
         _print_json(contents)
@@ -500,7 +564,7 @@ _PROMPT_AND_RESOURCE_COMMANDS = {
 
 
 async def _call(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
-    async with Client(args.url, timeout=args.timeout) as client:
+    async with _client(args) as client:
         if args.stream:
             return await _stream(client, args, arguments)
         response = await client.call(

@@ -16,6 +16,7 @@ raises::
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from types import TracebackType
@@ -46,13 +47,27 @@ class SyncClient:
         *,
         timeout: float = 30.0,
         pool_size: int = 8,
+        token: str | None = None,
+        cafile: str | None = None,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         client: BaseClient | None = None,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("give either url or client")
-        self._client = (
-            client if client is not None else Client(str(url), timeout=timeout, pool_size=pool_size)
-        )
+        if client is None:
+            client = Client(
+                str(url),
+                timeout=timeout,
+                pool_size=pool_size,
+                token=token,
+                cafile=cafile,
+                certfile=certfile,
+                keyfile=keyfile,
+                ssl_context=ssl_context,
+            )
+        self._client = client
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="mcplite-sync-client", daemon=True
