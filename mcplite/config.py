@@ -7,6 +7,7 @@ Every limit has a default that protects a server nobody has tuned; the README's
 from __future__ import annotations
 
 import math
+import os
 import ssl
 from dataclasses import dataclass, fields
 
@@ -16,6 +17,11 @@ __all__ = ["Config"]
 
 KiB = 1024
 MiB = 1024 * KiB
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason or exc).replace("_", " ").lower()
 
 
 @dataclass(slots=True)
@@ -67,6 +73,7 @@ class Config:
     # Process.
     grace: float = 10.0  # seconds in-flight calls get after SIGTERM
     access_log: bool = True
+    log_format: str = "text"  # or "json": one object per line (mcplite.logs)
     sync_workers: int | None = None  # thread pool size for sync tools (None: Python's default)
 
     # TLS on HTTP and gRPC (both or neither): a PEM certificate chain and its key;
@@ -85,15 +92,34 @@ class Config:
     rate_burst: float | None = None  # the bucket's size (default: max(1, rate_limit))
 
     def server_ssl_context(self, alpn: tuple[str, ...] = ()) -> ssl.SSLContext | None:
-        """The TLS context of a listener (None: plaintext).  Raises OSError or
-        ssl.SSLError naming the file that cannot be used."""
+        """The TLS context of a listener (None: plaintext).  Raises ValueError
+        naming the file that cannot be used, and why."""
         if self.certfile is None:
             return None
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(self.certfile, self.keyfile)
+        for option, path in (
+            ("certfile", self.certfile),
+            ("keyfile", self.keyfile),
+            ("client_ca", self.client_ca),
+        ):
+            if path is not None and not os.path.isfile(path):
+                raise ValueError(f"{option} {path}: no such file")
+        try:
+            context.load_cert_chain(self.certfile, self.keyfile)
+        except (OSError, ValueError) as exc:
+            where = self.certfile if self.keyfile is None else f"{self.certfile} / {self.keyfile}"
+            raise ValueError(
+                f"certfile/keyfile {where}: not a PEM certificate chain and its key "
+                f"({_ssl_reason(exc)})"
+            ) from None
         if self.client_ca is not None:
-            context.load_verify_locations(cafile=self.client_ca)
+            try:
+                context.load_verify_locations(cafile=self.client_ca)
+            except (OSError, ValueError) as exc:
+                raise ValueError(
+                    f"client_ca {self.client_ca}: not a PEM CA certificate ({_ssl_reason(exc)})"
+                ) from None
             context.verify_mode = ssl.CERT_REQUIRED
         if alpn:
             context.set_alpn_protocols(list(alpn))
@@ -118,6 +144,8 @@ class Config:
             if not self.mcp_path.startswith("/"):
                 raise ValueError(f"mcp_path must start with '/', got {self.mcp_path!r}")
             self.mcp_path = self.mcp_path.rstrip("/") or "/"
+        if self.log_format not in ("text", "json"):
+            raise ValueError(f"log_format must be 'text' or 'json', got {self.log_format!r}")
         if (self.oauth_issuer is None) != (self.oauth_audience is None):
             raise ValueError("OAuth needs both an issuer and an audience")
         if (self.keyfile is not None or self.client_ca is not None) and self.certfile is None:

@@ -21,6 +21,7 @@ from .auth import Auth, StaticTokens, auth_from_config
 from .bindings import Binding
 from .config import Config
 from .dispatch import Dispatcher
+from .logs import ACCESS
 from .promises import PromiseStore
 from .prompts import Prompts
 from .resources import Resources
@@ -134,6 +135,7 @@ async def serve(
     await asyncio.gather(*(b.close() for b in bindings))
     await dispatcher.close()
     log.info("stopped")
+    ACCESS.flush()
 
 
 async def start_auth(config: Config) -> Auth | None:
@@ -142,7 +144,9 @@ async def start_auth(config: Config) -> Auth | None:
     try:
         config.server_ssl_context()
     except (OSError, ValueError) as exc:
-        raise ServeError(f"--certfile/--keyfile/--client-ca: {exc}") from None
+        text = str(exc)
+        text = "client-ca" + text[len("client_ca") :] if text.startswith("client_ca") else text
+        raise ServeError(f"TLS: --{text}") from None
     try:
         auth = auth_from_config(config)
     except (ValueError, ImportError) as exc:

@@ -36,6 +36,7 @@ from ..errors import (
     Unauthenticated,
 )
 from ..jsonrpc import JsonRpc, Reply, decode, encode
+from ..logs import ACCESS
 from ..mcp.server import McpReply
 from ..outcomes import Partial
 from . import sse
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["HttpConnection"]
 
 log = logging.getLogger("mcplite")
-access_log = logging.getLogger("mcplite.access")
 
 _LIST, _CALL, _MCP, _PROMPTS, _WELL_KNOWN = 1, 2, 3, 4, 5
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
@@ -515,13 +515,14 @@ class HttpConnection(asyncio.Protocol):
     def _log(self) -> None:
         request = self._request
         if request is not None and self.config.access_log:
-            access_log.info(
-                "%s %s %s %d %.2fms",
+            ACCESS.write(
+                "http",
                 request.method.decode("latin-1"),
                 request.target.split(b"?", 1)[0].decode("latin-1"),
-                self.tool or "-",
+                self.tool,
                 self.status,
                 (time.perf_counter() - self._t0) * 1000,
+                self._peer,
             )
 
     def _finish(self) -> None:
@@ -628,7 +629,11 @@ class HttpConnection(asyncio.Protocol):
             refusal = "Not acceptable: subscriptions/listen answers text/event-stream"
             self._send_error(406, refusal, close=False)
             return
-        if not (sse_ok and (mcp.may_notify(message, headers) or not json_ok)):
+        if not (sse_ok and (mcp.may_notify(message, headers) or not json_ok)) or (
+            self._caller is None and not self._admitted(context, message)
+        ):
+            # (An anonymous request that will be refused gets its 401 as JSON, not
+            # as an event on a 200 stream: the status and challenge must show.)
             self._mcp_reply(await mcp.handle(message, context, headers))
             return
         pending: list[dict[str, Any]] = []
@@ -688,6 +693,17 @@ class HttpConnection(asyncio.Protocol):
             wake.set()  # ends the first waiter if it is still there
             if not call.done():
                 call.cancel()  # the client left: stop the tool
+
+    def _admitted(self, context: RequestContext, message: Any) -> bool:
+        """Whether auth lets this request through (always, with auth off)."""
+        auth = self.server.auth
+        if auth is None:
+            return True
+        try:
+            auth.admit(context, str(_method(message)))
+        except Unauthenticated:
+            return False
+        return True
 
     def _mcp_reply(self, reply: McpReply) -> None:
         self.status = reply.status

@@ -426,7 +426,8 @@ class McpServer:
         out: dict[str, Any] = {"tools": tools}
         if request.modern:
             out["ttlMs"] = 0
-            out["cacheScope"] = "public"
+            # With auth on, each caller sees the tools its scopes allow: never shared.
+            out["cacheScope"] = "public" if self.dispatcher.auth is None else "private"
         return out
 
     # -- prompts, resources, completion -------------------------------------
