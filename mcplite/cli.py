@@ -29,6 +29,7 @@ from typing import Any
 
 from ._version import __version__
 from .config import Config
+from .logs import setup_logging
 from .prompts import Prompts
 from .resources import Resources
 from .serve import ServeError, serve
@@ -338,6 +339,12 @@ def _add_process_options(group: Any, d: Config, *, grace_help: str, access_log_h
         choices=["debug", "info", "warning", "error"],
         help="log level",
     )
+    group.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="log lines as text, or as one JSON object each (see docs/operations.md)",
+    )
     group.add_argument("--no-access-log", action="store_true", help=access_log_help)
 
 
@@ -399,6 +406,7 @@ def _shared_config(args: argparse.Namespace) -> dict[str, Any]:
         "secret": args.secret.encode() if args.secret else None,
         "grace": args.grace,
         "access_log": not args.no_access_log,
+        "log_format": args.log_format,
     }
 
 
@@ -441,11 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .client import cli as client_cli
 
         return client_cli.run(args)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args.log_level, args.log_format)
     try:
         if args.command == "serve" and args.workers > 1:
             from .workers import check_store, run_workers

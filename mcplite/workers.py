@@ -46,6 +46,7 @@ from multiprocessing.process import BaseProcess
 
 from ._version import __version__
 from .config import Config
+from .logs import setup_logging
 from .serve import ServeError
 
 __all__ = [
@@ -75,8 +76,6 @@ START_TIMEOUT = 60.0
 #: (BSD, macOS: the last one bound gets them all; Windows: no such option) the
 #: workers accept on one listening socket the supervisor binds and hands them.
 _REUSEPORT_SPREADS = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
-
-WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 
 
 def check_store(url: str | None, workers: int) -> None:
@@ -360,7 +359,7 @@ def _worker_main(
     (or on the listening ``sockets`` the supervisor handed it), telling the supervisor
     through ``ready`` once it listens, and stopping as on SIGTERM when ``lifeline``
     ends (the supervisor is gone)."""
-    logging.basicConfig(level=log_level.upper(), format=WORKER_LOG_FORMAT, stream=sys.stderr)
+    setup_logging(log_level, config.log_format, worker=str(os.getpid()))
     threading.Thread(
         target=_watch_lifeline, args=(lifeline,), name="mcplite-lifeline", daemon=True
     ).start()
