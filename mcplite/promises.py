@@ -8,6 +8,12 @@ that runs the tool stays in the process that started it (its *owner*, see
 :class:`mcplite.dispatch.Dispatcher`).  Tokens are sealed and opened by
 :mod:`mcplite.tokens` before a store is ever touched.
 
+An owner may die with its calls running (a worker killed, a host gone).  So
+in a shared store every owner holds a *lease* that its store renews while it
+has calls running; a RUNNING record whose owner's lease has lapsed resolves,
+once, to :func:`worker_lost` (a retryable failure), and every waiter wakes.
+Nothing waits forever on a dead process.
+
 :class:`MemoryStore` keeps records in a dict in insertion order, which is expiry
 order (every record lives ``ttl`` seconds): sweeping pops expired records from
 the front and never scans the rest.
@@ -26,8 +32,18 @@ from typing import Any, Protocol
 
 from .envelope import Result
 from .errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from .outcomes import Failure
 
-__all__ = ["CancelListener", "MemoryStore", "PromiseRecord", "PromiseStatus", "PromiseStore"]
+__all__ = [
+    "DEFAULT_LEASE",
+    "WORKER_LOST",
+    "CancelListener",
+    "MemoryStore",
+    "PromiseRecord",
+    "PromiseStatus",
+    "PromiseStore",
+    "worker_lost",
+]
 
 log = logging.getLogger("mcplite.promises")
 
@@ -53,7 +69,24 @@ class PromiseRecord:
 
 
 CancelListener = Callable[[bytes], None]
-"""Told the id of a running promise that must stop (cancelled, or expired)."""
+"""Told the id of a running promise that must stop (cancelled, expired, or lost)."""
+
+#: Seconds an owner's lease lasts in a shared store; renewed every third of it.
+DEFAULT_LEASE = 10.0
+#: The ``reason`` of the failure a promise resolves to when its owner was lost.
+WORKER_LOST = "worker_lost"
+
+
+def worker_lost(now: float) -> Result:
+    """The outcome of a call whose owner was lost (its lease lapsed, or its store
+    closed before the call ended): a failure that says the call may be retried.
+    ``now`` (epoch seconds) is when the loss was found."""
+    failure = Failure(
+        "the worker running this call was lost; the call may be retried",
+        reason=WORKER_LOST,
+        retryable=True,
+    )
+    return Result(failure, now, 0.0)
 
 
 class PromiseStore(Protocol):
@@ -62,6 +95,18 @@ class PromiseStore(Protocol):
     Every method but :meth:`set_progress` and :meth:`on_cancel` may suspend (a
     shared store talks to a server).  Ids come from tokens that were already
     verified: a store never sees a forged one.
+
+    **Leases.**  Each record names its ``owner``, the process whose task runs the
+    call.  A store shared by several processes keeps a lease per owner (not per
+    record): :meth:`create` takes or extends the lease of its ``owner``, and the
+    store renews it in the background while any record it created is RUNNING.
+    When a RUNNING record's owner has no live lease (the process died, hung, or
+    its store closed), the first reader that sees it (:meth:`get`, :meth:`wait`)
+    resolves it atomically, once, to DONE with :func:`worker_lost` as its result,
+    and wakes its waiters; a wait notices within about one lease.  A live owner
+    told that its record was resolved elsewhere hears it through
+    :meth:`on_cancel` and stops its task.  The in-memory store has one owner, the
+    process itself, that is alive as long as the store is.
     """
 
     async def create(self, tool: str, owner: str) -> PromiseRecord:
@@ -83,11 +128,15 @@ class PromiseStore(Protocol):
         ...
 
     async def get(self, promise_id: bytes) -> PromiseRecord:
-        """The record; raises :class:`UnknownPromise` when there is none."""
+        """The record; raises :class:`UnknownPromise` when there is none.
+
+        A RUNNING record whose owner's lease has lapsed comes back DONE with
+        :func:`worker_lost` (and stays so for every reader)."""
         ...
 
     async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
-        """The record once it is no longer RUNNING, or as it is after ``timeout`` s."""
+        """The record once it is no longer RUNNING, or as it is after ``timeout`` s;
+        a record whose owner is lost ends the wait within about one lease."""
         ...
 
     async def request_cancel(self, promise_id: bytes) -> bool:
@@ -103,7 +152,13 @@ class PromiseStore(Protocol):
         ...
 
     async def close(self) -> None:
-        """Forget everything and stop background work (server shutdown)."""
+        """Stop this process's running records, end every wait and stop background
+        work (server shutdown); later lookups raise :class:`UnknownPromise`.
+
+        A store of this process only forgets *locally*: a shared store's records
+        stay for the other processes (this process's running ones resolve to
+        :func:`worker_lost` and its lease is released); the in-memory store's
+        records die with it."""
         ...
 
 

@@ -16,7 +16,11 @@ Sections:
 - background sweeping: only for stores that free expired records with no
   traffic at all (``sweeps_in_background``);
 - tokens before the store: through the :class:`~mcplite.Dispatcher`, a forged,
-  tampered or expired token never reaches any store method.
+  tampered or expired token never reaches any store method;
+- leases (the shared stores, SQLite and Redis): a record whose owner dies (a
+  process killed with SIGKILL), hangs past its lease or closes its store
+  resolves once, for every reader, to the retryable ``worker_lost`` failure,
+  within the lease; a live owner's record never does.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import base64
 import hmac
 import os
 import struct
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -42,6 +47,7 @@ from mcplite import (
     Answer,
     Dispatcher,
     ExpiredToken,
+    Failure,
     InternalError,
     InvalidToken,
     MemoryStore,
@@ -790,3 +796,194 @@ async def test_an_expired_token_never_reaches_the_store_even_while_its_record_li
         await dispatcher.call("redeem", {"promise": expired})
     assert spy.lookups == []
     assert (await spy.inner.get(promise_id)).status is PromiseStatus.RUNNING
+
+
+# --- leases: a record outlives no owner (two stores over one SQLite file or Redis) -----------
+
+LEASE = 0.4  # seconds: short, so that a lost owner shows quickly
+LOST_MESSAGE = "the worker running this call was lost; the call may be retried"
+
+#: The owner of a record, in a process of its own: ``live`` keeps its loop running
+#: (renewing its lease) until it is killed; ``hang`` blocks its loop (no renewal)
+#: until a line comes on stdin, then says whether its store told it to stop.
+OWNER_PROCESS = """
+import asyncio, sys
+from mcplite.stores.redis import RedisStore
+from mcplite.stores.sqlite import SQLiteStore
+
+async def main() -> None:
+    mode, kind, where, prefix, lease = sys.argv[1:]
+    if kind == "sqlite":
+        store = SQLiteStore(where, ttl=600, max_entries=10, lease=float(lease))
+    else:
+        store = RedisStore(where, ttl=600, max_entries=10, prefix=prefix, lease=float(lease))
+    stopped = asyncio.Event()
+    store.on_cancel(lambda promise_id: stopped.set())
+    record = await store.create("job", "owner-process/1/00")
+    print(record.promise_id.hex(), flush=True)
+    if mode == "hang":
+        sys.stdin.readline()  # the event loop is stuck here: nothing renews the lease
+        try:
+            await asyncio.wait_for(stopped.wait(), 10)
+            print("stopped", flush=True)
+        except TimeoutError:
+            print("still running", flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+@dataclass
+class Shared:
+    """Opens stores over one SQLite file or one Redis key space; starts owner processes."""
+
+    kind: str
+    where: str  # the file, or the Redis URL
+    prefix: str
+    made: list[PromiseStore]
+
+    def open(self, lease: float = LEASE) -> PromiseStore:
+        store: PromiseStore
+        if self.kind == "sqlite":
+            store = SQLiteStore(self.where, ttl=600, max_entries=100, lease=lease)
+        else:
+            store = RedisStore(
+                self.where, ttl=600, max_entries=100, prefix=self.prefix, lease=lease
+            )
+        self.made.append(store)
+        return store
+
+    async def owner_process(self, mode: str) -> tuple[asyncio.subprocess.Process, bytes]:
+        """An :data:`OWNER_PROCESS` and the id of the record it created."""
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-c", OWNER_PROCESS),
+            *(mode, self.kind, self.where, self.prefix, str(LEASE)),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 30)
+        return process, bytes.fromhex(line.decode().strip())
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def shared(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Shared]:
+    if request.param == "sqlite":
+        where = str(tmp_path / "shared.sqlite3")
+    else:
+        where = request.getfixturevalue("redis_url")
+    shared = Shared(request.param, where, f"lease-{os.urandom(4).hex()}:", [])
+    yield shared
+    for store in shared.made:
+        await store.close()
+
+
+def assert_worker_lost(record: PromiseRecord) -> None:
+    assert record.status is PromiseStatus.DONE
+    assert record.error is None and record.result is not None
+    failure = record.result.outcome
+    assert isinstance(failure, Failure)
+    assert (failure.message, failure.reason, failure.retryable) == (
+        LOST_MESSAGE,
+        "worker_lost",
+        True,
+    )
+
+
+async def test_a_record_whose_owner_is_killed_resolves_to_worker_lost_within_the_lease(
+    shared: Shared,
+) -> None:
+    owner, promise_id = await shared.owner_process("live")
+    reader, other = shared.open(), shared.open()
+    try:
+        waiting = asyncio.create_task(reader.wait(promise_id, 30))
+        assert (await other.get(promise_id)).status is PromiseStatus.RUNNING
+        owner.kill()  # SIGKILL: no close, no last word
+        await asyncio.wait_for(owner.wait(), WAIT)
+        killed = time.perf_counter()
+        record = await asyncio.wait_for(waiting, WAIT)
+        # The lease lapses at most LEASE after the last renewal; the wait notices at
+        # once (Redis: it reads the record again as the lease runs out; SQLite: its
+        # poll, 250 ms at most).  Not at the end of its 30 s.
+        assert time.perf_counter() - killed < LEASE + 0.6
+    finally:
+        if owner.returncode is None:
+            owner.kill()
+            await owner.wait()
+    assert_worker_lost(record)
+    # Resolved once, for everyone: every reader sees the same outcome.
+    seen = await other.get(promise_id)
+    assert_worker_lost(seen)
+    assert seen.result is not None and record.result is not None
+    assert seen.result.timestamp == record.result.timestamp  # the one stored outcome
+
+
+async def test_a_live_owner_keeps_its_record_running_through_many_leases(
+    shared: Shared,
+) -> None:
+    owner, reader = shared.open(), shared.open()
+    record = await owner.create("job", OWNER)
+    seen = await asyncio.wait_for(reader.wait(record.promise_id, 3 * LEASE), WAIT)
+    assert seen.status is PromiseStatus.RUNNING  # three leases later: renewed all along
+    assert (await reader.get(record.promise_id)).status is PromiseStatus.RUNNING
+    await owner.complete(record.promise_id, answer("done"))
+    assert (await reader.get(record.promise_id)).result == answer("done")
+
+
+async def test_a_closed_stores_running_records_are_lost_for_the_others_at_once(
+    shared: Shared,
+) -> None:
+    owner = shared.open(lease=60)  # the lease has nothing to do with it
+    reader = shared.open()
+    running = await owner.create("job", OWNER)
+    finished = await owner.create("job", OWNER)
+    await owner.complete(finished.promise_id, answer("kept"))
+    waiting = asyncio.create_task(reader.wait(running.promise_id, 30))
+    assert (await reader.get(running.promise_id)).status is PromiseStatus.RUNNING
+    started = time.perf_counter()
+    await owner.close()
+    assert_worker_lost(await asyncio.wait_for(waiting, WAIT))
+    assert time.perf_counter() - started < 1.0  # told at once, not after a lease
+    assert (await reader.get(finished.promise_id)).result == answer("kept")  # records stay
+
+
+async def test_an_owner_whose_loop_hung_past_its_lease_loses_its_record_and_stops_its_task(
+    shared: Shared,
+) -> None:
+    owner, promise_id = await shared.owner_process("hang")
+    try:
+        reader = shared.open()
+        record = await asyncio.wait_for(reader.wait(promise_id, 30), WAIT)
+        assert_worker_lost(record)
+        assert owner.stdin is not None and owner.stdout is not None
+        owner.stdin.write(b"go on\n")  # the owner's loop runs again...
+        await owner.stdin.drain()
+        # ...and hears from its store that its record was resolved elsewhere.
+        assert await asyncio.wait_for(owner.stdout.readline(), 15) == b"stopped\n"
+        # A late renewal or outcome changes nothing: resolved once.
+        again = (await reader.get(promise_id)).result
+        assert again is not None and record.result is not None
+        assert again.timestamp == record.result.timestamp
+    finally:
+        owner.kill()
+        await owner.wait()
+
+
+async def test_a_lost_record_is_a_retryable_failure_when_redeemed_through_the_dispatcher(
+    shared: Shared,
+) -> None:
+    store = shared.open()
+    dispatcher = Dispatcher(Tools(), make_config(), promises=store)
+    owner, promise_id = await shared.owner_process("live")
+    owner.kill()
+    await asyncio.wait_for(owner.wait(), WAIT)
+    token = dispatcher.sealer.seal(promise_id, time.time() + 600)
+    result = await asyncio.wait_for(dispatcher.redeem(token, wait=30), WAIT)
+    assert result.response_type.value == "failure"
+    assert result.body["failure"] == {
+        "message": LOST_MESSAGE,
+        "reason": "worker_lost",
+        "retryable": True,
+    }
+    assert await dispatcher.cancel(token) is False  # it has ended

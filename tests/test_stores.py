@@ -38,7 +38,7 @@ from mcplite import (
 )
 from mcplite import errors as E
 from mcplite.outcomes import Elicitation, Failure, InputRequired, MoreResources
-from mcplite.promises import MemoryStore
+from mcplite.promises import DEFAULT_LEASE, MemoryStore
 from mcplite.stores import open_store
 from mcplite.stores.records import dump_error, dump_result, load_error, load_result
 from mcplite.stores.redis import RedisStore
@@ -117,6 +117,43 @@ async def test_redis_urls_open_the_redis_store(redis_url: str) -> None:
 )
 def test_an_unknown_or_malformed_store_url_is_a_clear_value_error(url: str) -> None:
     with pytest.raises(ValueError, match=r"promise store URL|memory://"):
+        opened(url)
+
+
+async def test_a_lease_in_the_store_url_is_the_stores_lease(tmp_path: Path, redis_url: str) -> None:
+    sqlite_store = opened(f"sqlite:///{tmp_path / 'promises.db'}?lease=2.5")
+    assert isinstance(sqlite_store, SQLiteStore)
+    assert sqlite_store.lease == 2.5
+    assert sqlite_store.path == tmp_path / "promises.db"  # the query is not the path
+    await sqlite_store.close()
+    # The Redis client gets the other parameters; the store takes the lease.
+    redis_store = opened(f"{redis_url}?lease=0.5&socket_timeout=5")
+    assert isinstance(redis_store, RedisStore)
+    assert redis_store.lease == 0.5
+    record = await redis_store.create("tool", "owner")
+    assert (await redis_store.get(record.promise_id)).status is PromiseStatus.RUNNING
+    await redis_store.close()
+    default = opened(f"sqlite:///{tmp_path / 'other.db'}")
+    assert isinstance(default, SQLiteStore)
+    assert default.lease == DEFAULT_LEASE == 10.0
+    await default.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///x.db?lease=0",
+        "sqlite:///x.db?lease=-1",
+        "sqlite:///x.db?lease=soon",
+        "sqlite:///x.db?lease=nan",
+        "redis://127.0.0.1:1/0?lease=inf",
+        "sqlite:///x.db?cache=shared",
+    ],
+)
+def test_a_lease_that_is_not_a_positive_number_or_an_unknown_sqlite_parameter_is_refused(
+    url: str,
+) -> None:
+    with pytest.raises(ValueError, match=r"lease must be a positive|unknown parameter cache"):
         opened(url)
 
 

@@ -10,7 +10,8 @@ asyncio client.  Layout, under a key prefix (``mcplite:`` unless told)::
                             capacity count, and what sweep walks
     {prefix}done:{id-hex}   a channel: the record left RUNNING (or was dropped)
     {prefix}inbox:{store}   a channel per store: ids of its running records
-                            that another process cancelled or dropped
+                            that another process cancelled, dropped or found lost
+    {prefix}owner:{owner}   an owner's lease: a key that expires (PX) unless renewed
 
 Each change of state is one Lua script, so two processes never both win a
 race (complete against cancel, the last free place).  ``wait`` subscribes to
@@ -20,6 +21,21 @@ reconnect: a safety net, not a poll).  ``request_cancel`` publishes the id to
 the owner store's inbox, whose reader tells that process's ``on_cancel``
 listeners.  The scripts build keys from the prefix, so the store needs a single
 Redis (or a cluster with every key in one slot through a ``{tag}`` prefix).
+
+**Leases.**  ``create`` sets the owner's lease key (``PX`` of ``lease`` seconds,
+default :data:`~mcplite.promises.DEFAULT_LEASE`) in the same script as the
+record; a heartbeat task renews the keys of this store's owners every third of
+the lease while records created here run.  Redis expires the key of an owner
+that stops renewing, so leases need no agreement between the hosts' clocks.
+Every read of a record is one script that also returns the remaining time of
+its owner's lease; a RUNNING record whose owner has no lease key is resolved by
+a second script, guarded by the same two conditions, to DONE with
+:func:`~mcplite.promises.worker_lost`, which publishes on the record's ``done``
+channel (its waiters wake) and the owner's inbox (a live owner stops its task).
+A ``wait`` re-reads the record no later than when its owner's lease runs out,
+so a dead process's promise ends every wait within about one lease.  ``close``
+resolves this store's running records the same way at once and deletes its
+lease keys.
 """
 
 from __future__ import annotations
@@ -42,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from ..envelope import Result
 from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
-from ..promises import CancelListener, PromiseRecord, PromiseStatus
+from ..promises import DEFAULT_LEASE, CancelListener, PromiseRecord, PromiseStatus, worker_lost
 from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
 
 __all__ = ["RedisStore"]
@@ -53,6 +69,8 @@ T = TypeVar("T")
 
 #: Seconds between two reads of a record a wait is subscribed to (lost messages only).
 WAIT_RECHECK = 1.0
+#: Seconds after a lease would lapse that a wait reads its record again.
+LEASE_MARGIN = 0.01
 #: Seconds a record's key outlives its expiry in Redis, so that a sweep (which
 #: stops a running record's task) comes first; the key goes anyway if none does.
 KEY_MARGIN = 60.0
@@ -63,6 +81,33 @@ redis.call('HSET', KEYS[2], 'tool', ARGV[4], 'owner', ARGV[5], 'inbox', ARGV[6],
            'expires_at', ARGV[3], 'status', 'running')
 redis.call('PEXPIRE', KEYS[2], ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[8])
+return 1
+"""
+
+# KEYS[1] the record; ARGV: owner key prefix.  The record's fields, then the
+# milliseconds left of its owner's lease while it runs (-2: no lease; -1 otherwise).
+_GET = """
+local v = redis.call('HMGET', KEYS[1], 'tool', 'owner', 'expires_at', 'status', 'progress',
+                     'result', 'error')
+if not v[4] then return false end
+if v[4] == 'running' then
+  table.insert(v, redis.call('PTTL', ARGV[1] .. v[2]))
+else
+  table.insert(v, -1)
+end
+return v
+"""
+
+# KEYS[1] the record; ARGV: owner key prefix, result, done channel, inbox prefix, id.
+# Resolves a RUNNING record whose owner has no lease; 1 if it did.
+_LOSE = """
+local found = redis.call('HMGET', KEYS[1], 'status', 'owner', 'inbox')
+if found[1] ~= 'running' then return 0 end
+if redis.call('EXISTS', ARGV[1] .. found[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'done', 'result', ARGV[2])
+redis.call('PUBLISH', ARGV[3], '1')
+redis.call('PUBLISH', ARGV[4] .. found[3], ARGV[5])
 return 1
 """
 
@@ -105,8 +150,6 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'progress
 return 0
 """
 
-_FIELDS = ("tool", "owner", "expires_at", "status", "progress", "result", "error")
-
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
@@ -125,7 +168,13 @@ class RedisStore:
         retry_after: float = 1.0,
         clock: Callable[[], float] = time.time,
         prefix: str = "mcplite:",
+        lease: float = DEFAULT_LEASE,
     ) -> None:
+        if not lease > 0:
+            raise ValueError(f"a lease must be positive, not {lease!r}")
+        self.lease = lease
+        self._owners: set[str] = set()  # the owners of records created here: alive
+        self._heartbeat: asyncio.Task[None] | None = None
         self._redis: aioredis.Redis = aioredis.Redis.from_url(url)
         self._ttl = ttl
         self._max = max_entries
@@ -139,6 +188,8 @@ class RedisStore:
         self._set_status = self._redis.register_script(_SET_STATUS)
         self._sweep = self._redis.register_script(_SWEEP)
         self._progress = self._redis.register_script(_PROGRESS)
+        self._get = self._redis.register_script(_GET)
+        self._lose = self._redis.register_script(_LOSE)
         self._listeners: list[CancelListener] = []
         self._mine: set[bytes] = set()
         self._closed = False
@@ -178,6 +229,9 @@ class RedisStore:
     def _done_channel(self, promise_id: bytes) -> str:
         return f"{self._prefix}done:{promise_id.hex()}"
 
+    def _owner_key(self, owner: str) -> str:
+        return f"{self._prefix}owner:{owner}"
+
     async def _ready(self) -> None:
         if self._closed:
             raise UnknownPromise()
@@ -194,7 +248,11 @@ class RedisStore:
         for attempt in range(2):
             created = await self._call(
                 self._create(
-                    keys=[self._expiry_key, self._key(record.promise_id)],
+                    keys=[
+                        self._expiry_key,
+                        self._key(record.promise_id),
+                        self._owner_key(owner),
+                    ],
                     args=[
                         self._max,
                         record.promise_id.hex(),
@@ -203,6 +261,7 @@ class RedisStore:
                         owner,
                         self._inbox,
                         int((self._ttl + KEY_MARGIN) * 1000),
+                        self._lease_ms,
                     ],
                 )
             )
@@ -212,8 +271,11 @@ class RedisStore:
                 await self._sweep_now(now)
         else:
             raise PromiseTableFull(retry_after=self._retry_after)
+        self._owners.add(owner)
         self._mine.add(record.promise_id)
         self._schedule_sweep(record.expires_at)
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         return record
 
     async def has_room(self) -> bool:
@@ -246,14 +308,41 @@ class RedisStore:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
     async def get(self, promise_id: bytes) -> PromiseRecord:
+        record, _ = await self._fetch(promise_id)
+        return record
+
+    async def _fetch(self, promise_id: bytes) -> tuple[PromiseRecord, float]:
+        """The record, and the seconds left of its owner's lease while it runs
+        (resolving it to worker_lost when its owner has none)."""
         await self._ready()
-        values = await self._call(self._redis.hmget(self._key(promise_id), list(_FIELDS)))
-        if values[3] is None:
+        key = self._key(promise_id)
+        prefix = self._owner_key("")
+        values = await self._call(self._get(keys=[key], args=[prefix]))
+        if values is None:
             raise UnknownPromise()
+        *fields, lease_ms = values
         tool, owner, expires_at, status, progress, result, error = (
-            v.decode() if isinstance(v, bytes) else v for v in values
+            v.decode() if isinstance(v, bytes) else v for v in fields
         )
         assert tool is not None and owner is not None and expires_at and status
+        left = int(lease_ms) / 1000 if int(lease_ms) >= 0 else self.lease
+        if status == PromiseStatus.RUNNING.value and int(lease_ms) == -2:
+            if owner in self._owners:
+                # Ours, and we live: our lease key went (Redis restarted?); set it again.
+                await self._call(
+                    self._redis.set(self._owner_key(owner), self._inbox, px=self._lease_ms)
+                )
+            else:
+                lost = dump_result(worker_lost(self._clock()))
+                args = [
+                    prefix,
+                    lost,
+                    self._done_channel(promise_id),
+                    f"{self._prefix}inbox:",
+                    promise_id.hex(),
+                ]
+                await self._call(self._lose(keys=[key], args=args))
+                return await self._fetch(promise_id)
         return PromiseRecord(
             promise_id,
             tool,
@@ -263,13 +352,14 @@ class RedisStore:
             load_progress(progress),
             None if result is None else load_result(result),
             None if error is None else load_error(error),
-        )
+        ), left
 
     async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
         """The record once it is no longer RUNNING, or as it is after ``timeout`` s.
 
         Woken by a message on the record's ``done`` channel (subscribed before the
-        record is read again, so no change is missed in between).
+        record is read again, so no change is missed in between), and reads it
+        again when its owner's lease runs out (a dead owner publishes nothing).
         """
         record = await self.get(promise_id)
         if record.status is not PromiseStatus.RUNNING or timeout <= 0:
@@ -280,7 +370,7 @@ class RedisStore:
         self._hold(channel)
         try:
             await self._subscribe(channel, deadline)
-            record = await self.get(promise_id)
+            record, lease_left = await self._fetch(promise_id)
             while record.status is PromiseStatus.RUNNING:
                 left = deadline - loop.time()
                 if left <= 0:
@@ -288,8 +378,10 @@ class RedisStore:
                 waiter = self._waiters.get(promise_id)
                 if waiter is None or waiter.done():
                     waiter = self._waiters[promise_id] = loop.create_future()
-                await asyncio.wait((waiter,), timeout=min(left, WAIT_RECHECK))
-                record = await self.get(promise_id)
+                # Just after the lease would lapse: the key is gone by then unless renewed.
+                recheck = min(left, WAIT_RECHECK, lease_left + LEASE_MARGIN)
+                await asyncio.wait((waiter,), timeout=recheck)
+                record, lease_left = await self._fetch(promise_id)
         finally:
             self._release(channel)
         return record
@@ -311,21 +403,30 @@ class RedisStore:
         return await self._sweep_now(self._clock())
 
     async def close(self) -> None:
-        """Stop this process's running records (marked CANCELLED for the others), end
-        every wait and the connections; other processes' records stay in Redis."""
+        """Stop this process's running records (resolved to
+        :func:`~mcplite.promises.worker_lost` for the others), release this store's
+        leases, end every wait and the connections; every record stays in Redis
+        for the other processes."""
         if self._closed:
             return
         mine = list(self._mine)
         self._stopped(mine)
+        self._closed = True  # from now on every call is refused, wakers included
         with contextlib.suppress(Exception):
             if self._flusher is not None:
                 await asyncio.shield(self._flusher)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
         try:
+            lost = dump_result(worker_lost(self._clock()))
             for promise_id in mine:
-                await self._set(promise_id, PromiseStatus.CANCELLED, "", "")
+                await self._set(promise_id, PromiseStatus.DONE, lost, "")
+            if self._owners:
+                await self._redis.delete(*(self._owner_key(o) for o in self._owners))
         except RedisError:
-            log.exception("could not mark the running promises cancelled on close")
-        self._closed = True
+            log.exception("could not resolve the running promises on close")
         for waiter in self._waiters.values():
             if not waiter.done():
                 waiter.set_result(None)
@@ -374,6 +475,23 @@ class RedisStore:
         )
         self._stopped(bytes.fromhex(i.decode()) for i in running)
         return int(dropped)
+
+    @property
+    def _lease_ms(self) -> int:
+        return max(1, int(self.lease * 1000))
+
+    async def _beat(self) -> None:
+        """Renew the leases of this store's owners every third of a lease, while
+        records created here run (create sets a lease itself)."""
+        while self._mine and not self._closed:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for owner in self._owners:
+                        pipe.set(self._owner_key(owner), self._inbox, px=self._lease_ms)
+                    await pipe.execute()
+            except RedisError:
+                log.exception("could not renew the leases of the running promises")
 
     async def _flush(self) -> None:
         try:

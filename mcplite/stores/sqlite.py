@@ -18,6 +18,18 @@ How things reach other processes, with no server to push them:
 - **expiry**: every store drops expired rows (all processes' rows) on ``sweep``,
   and when it is full; a timer sweeps when the oldest record created here
   expires, so results do not outlive their tokens while a process is up.
+- **leases**: the ``owners`` table holds one row per owner, ``lease_until``
+  (epoch seconds).  ``create`` writes it with the record, in one transaction;
+  the cancel poll above renews it every third of the lease (``lease``, default
+  :data:`~mcplite.promises.DEFAULT_LEASE`) while records created here run.  A
+  read (``get``, each look of a ``wait``) that finds a RUNNING row whose owner's
+  lease has lapsed (or whose owner has no row) marks it DONE with
+  :func:`~mcplite.promises.worker_lost`, in one ``UPDATE`` guarded by the same
+  condition, so exactly one reader resolves it; the owner's cancel poll, if the
+  owner lives after all, sees its row DONE and stops its task.  A wait thus
+  ends within the lease plus one poll of a process's death.  ``close`` resolves
+  this store's running rows the same way at once and deletes its owner rows;
+  ``sweep`` deletes the rows of lapsed owners (no row reads as lapsed).
 
 All SQLite calls run in one worker thread per store, in the order they were
 made; the event loop only waits for their results.
@@ -40,7 +52,7 @@ from typing import Any, TypeVar
 
 from ..envelope import Result
 from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
-from ..promises import CancelListener, PromiseRecord, PromiseStatus
+from ..promises import DEFAULT_LEASE, CancelListener, PromiseRecord, PromiseStatus, worker_lost
 from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
 
 __all__ = ["CANCEL_POLL", "SQLiteStore"]
@@ -66,10 +78,24 @@ CREATE TABLE IF NOT EXISTS promises (
     error TEXT
 );
 CREATE INDEX IF NOT EXISTS promises_by_expiry ON promises (expires_at);
+CREATE TABLE IF NOT EXISTS owners (
+    owner TEXT PRIMARY KEY,
+    lease_until REAL NOT NULL
+);
 """
 _COLUMNS = "id, tool, owner, expires_at, status, progress, result, error"
 _RUNNING = PromiseStatus.RUNNING.value
 _CANCELLED = PromiseStatus.CANCELLED.value
+_DONE = PromiseStatus.DONE.value
+_RENEW = (
+    "INSERT INTO owners (owner, lease_until) VALUES (?, ?) "
+    "ON CONFLICT (owner) DO UPDATE SET lease_until = excluded.lease_until"
+)
+# Resolve one RUNNING row to worker_lost only while its owner still has no live lease.
+_LOSE = (
+    "UPDATE promises SET status = ?, result = ? WHERE id = ? AND status = ? AND NOT EXISTS "
+    "(SELECT 1 FROM owners WHERE owners.owner = promises.owner AND lease_until > ?)"
+)
 _CHUNK = 500  # ids per IN (...) query, far below SQLite's variable limit
 
 
@@ -91,6 +117,8 @@ class SQLiteStore:
     """A :class:`~mcplite.promises.PromiseStore` in an SQLite file (see the module doc).
 
     ``path`` None makes a file in a private temporary directory, removed on close.
+    ``lease``: seconds the lease of this store's owners lasts (renewed every third
+    of it while their records run); ValueError unless positive.
     """
 
     def __init__(
@@ -101,7 +129,10 @@ class SQLiteStore:
         max_entries: int,
         retry_after: float = 1.0,
         clock: Callable[[], float] = time.time,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
+        if not lease > 0:
+            raise ValueError(f"a lease must be positive, not {lease!r}")
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="mcplite-promises-")
@@ -111,6 +142,9 @@ class SQLiteStore:
         self._max = max_entries
         self._retry_after = retry_after
         self._clock = clock
+        self.lease = lease
+        self._owners: set[str] = set()  # the owners of records created here: alive
+        self._renewed = 0.0  # loop time of the last renewal of their leases
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mcplite-sqlite")
         self._db: sqlite3.Connection | None = None
         self._closed = False
@@ -151,6 +185,7 @@ class SQLiteStore:
         return out
 
     def _sweep_sql(self, db: sqlite3.Connection, now: float) -> tuple[int, list[bytes]]:
+        db.execute("DELETE FROM owners WHERE lease_until <= ?", (now,))
         running = [
             bytes(row[0])
             for row in db.execute(
@@ -176,6 +211,7 @@ class SQLiteStore:
             f"INSERT INTO promises ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
             (record.promise_id, record.tool, record.owner, record.expires_at, _RUNNING),
         )
+        db.execute(_RENEW, (record.owner, now + self.lease))
         return True, stopped
 
     def _has_room_sql(self, db: sqlite3.Connection, now: float) -> tuple[bool, list[bytes]]:
@@ -185,12 +221,25 @@ class SQLiteStore:
         return self._count(db) < self._max, stopped
 
     def _get_sql(self, promise_id: bytes) -> PromiseRecord | None:
-        row = (
-            self._connect()
-            .execute(f"SELECT {_COLUMNS} FROM promises WHERE id = ?", (promise_id,))
-            .fetchone()
+        db = self._connect()
+        query = (
+            f"SELECT {_COLUMNS}, (SELECT lease_until FROM owners WHERE owners.owner = "
+            "promises.owner) FROM promises WHERE id = ?"
         )
-        return None if row is None else _record(row)
+        row = db.execute(query, (promise_id,)).fetchone()
+        if row is None:
+            return None
+        *columns, lease_until = row
+        now = self._clock()
+        lapsed = lease_until is None or lease_until <= now
+        if columns[4] == _RUNNING and lapsed and columns[2] not in self._owners:
+            lost = dump_result(worker_lost(now))
+            self._in_write(lambda db: db.execute(_LOSE, (_DONE, lost, promise_id, _RUNNING, now)))
+            row = db.execute(f"SELECT {_COLUMNS} FROM promises WHERE id = ?", (promise_id,))
+            columns = row.fetchone()
+            if columns is None:
+                return None
+        return _record(tuple(columns))
 
     def _set_status(
         self,
@@ -215,29 +264,35 @@ class SQLiteStore:
             "UPDATE promises SET progress = ? WHERE id = ?", (progress, promise_id)
         )
 
-    def _ended_sql(self, ids: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-        """Of ``ids``: those cancelled or gone (to stop), and those done (to stop watching)."""
+    def _ended_sql(self, ids: list[bytes]) -> list[bytes]:
+        """Of ``ids`` (running here, as far as this store knows): those that another
+        process cancelled, resolved (its owner seemed lost) or dropped: to stop."""
         db = self._connect()
-        stop, done = [], []
+        stop = []
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             query = f"SELECT id, status FROM promises WHERE id IN ({marks})"
             statuses = {bytes(i): status for i, status in db.execute(query, chunk)}
-            for promise_id in chunk:
-                status = statuses.get(promise_id)
-                if status is None or status == _CANCELLED:
-                    stop.append(promise_id)
-                elif status != _RUNNING:
-                    done.append(promise_id)
-        return stop, done
+            stop += [i for i in chunk if statuses.get(i) != _RUNNING]
+        return stop
 
-    def _close_sql(self, ids: list[bytes]) -> None:
+    def _renew_sql(self, db: sqlite3.Connection, owners: list[str]) -> None:
+        until = self._clock() + self.lease
+        db.executemany(_RENEW, [(owner, until) for owner in owners])
+
+    def _close_sql(self, ids: list[bytes], owners: list[str]) -> None:
         if self._db is None:
             return
-        try:
+        lost = dump_result(worker_lost(self._clock()))
+
+        def resolve(db: sqlite3.Connection) -> None:
             for promise_id in ids:
-                self._in_write(self._set_status, promise_id, _CANCELLED)
+                self._set_status(db, promise_id, _DONE, lost)
+            db.executemany("DELETE FROM owners WHERE owner = ?", [(o,) for o in owners])
+
+        try:
+            self._in_write(resolve)
         finally:
             self._db.close()
             self._db = None
@@ -251,6 +306,10 @@ class SQLiteStore:
         self._stopped(stopped)
         if not created:
             raise PromiseTableFull(retry_after=self._retry_after)
+        if record.owner not in self._owners:
+            self._owners.add(record.owner)
+        if not self._mine:
+            self._renewed = asyncio.get_running_loop().time()  # create wrote the lease
         self._mine.add(record.promise_id)
         self._expiries.append(record.expires_at)
         self._schedule_sweep()
@@ -328,8 +387,10 @@ class SQLiteStore:
         return int(dropped)
 
     async def close(self) -> None:
-        """Stop this process's running records (marked CANCELLED for the others),
-        and end every wait; the records of other processes stay in the file."""
+        """Stop this process's running records (resolved to
+        :func:`~mcplite.promises.worker_lost` for the others), release this
+        store's leases and end every wait; every record stays in the file for the
+        other processes."""
         if self._closed:
             return
         mine = list(self._mine)
@@ -350,7 +411,7 @@ class SQLiteStore:
         self._poller = None
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self._close_sql, mine)
+            await loop.run_in_executor(self._executor, self._close_sql, mine, list(self._owners))
         finally:
             self._executor.shutdown(wait=True)
             if self._tmp is not None:
@@ -375,20 +436,24 @@ class SQLiteStore:
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
 
     async def _poll_cancels(self) -> None:
-        """While records of ours run: stop those another process cancelled or dropped."""
+        """While records of ours run: renew our leases, and stop the records another
+        process cancelled, resolved or dropped."""
+        loop = asyncio.get_running_loop()
         while self._mine and not self._closed:
             await asyncio.sleep(CANCEL_POLL)
             watched = list(self._mine)
             if not watched:
                 break
             try:
-                stop, done = await self._run(self._ended_sql, watched)
+                if loop.time() - self._renewed >= self.lease / 3:
+                    self._renewed = loop.time()
+                    await self._run(self._in_write, self._renew_sql, sorted(self._owners))
+                stop = await self._run(self._ended_sql, watched)
             except UnknownPromise:  # closed meanwhile
                 return
             except sqlite3.Error:
-                log.exception("could not read cancel flags from %s", self.path)
+                log.exception("could not renew leases or read cancel flags in %s", self.path)
                 continue
-            self._mine.difference_update(done)
             self._stopped([i for i in stop if i in self._mine])
 
     def _schedule_sweep(self) -> None:
