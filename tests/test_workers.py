@@ -241,3 +241,46 @@ def test_restarts_back_off_from_half_a_second_to_ten_and_reset_after_30_s_up() -
         delays.append(delay)
     assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
     assert restart_delay(backoff, uptime=30.0) == (0.5, 1.0)
+
+
+LEASE = 1.0  # seconds: the lease of the test below's store (?lease= in its URL)
+
+
+def test_a_killed_workers_running_promise_is_a_retryable_worker_lost_failure_within_the_lease(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pid_tools.py").write_text(TOOLS)
+    store = f"sqlite:///{tmp_path / 'promises.db'}?lease={LEASE}"
+    with serve_process(
+        *("pid_tools", "--http", "127.0.0.1:0", "--no-grpc", "--workers", "2"),
+        *("--promise-store", store, "--grace", "2", "--no-access-log"),
+        extra_path=tmp_path,
+    ) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=PROCESS_WAIT)
+        try:
+            holder = pid_over_http(server, conn)  # this connection stays with this worker
+            made = server.call("slow_pid", {"seconds": 60}, conn=conn)["result"]
+        finally:
+            conn.close()
+        token = made["_meta"]["promise_token"]
+        os.kill(holder, signal.SIGKILL)
+        killed = time.monotonic()
+        # Once the supervisor has reaped it, its listening socket is gone: a new
+        # connection goes to the other worker (or to the holder's replacement).
+        server.wait_for(rf"\(pid {holder}\) was killed by SIGKILL; restarting it in 0\.5s")
+        status, reply = server.post("/rpc", call_message("redeem", {"promise": token, "wait": 30}))
+        assert time.monotonic() - killed < LEASE + 1.0  # within the lease, not the wait
+        assert status == 200, reply
+        result = reply["result"]
+        assert result["_meta"]["response_type"] == "failure"
+        assert result["failure"] == {
+            "message": "the worker running this call was lost; the call may be retried",
+            "reason": "worker_lost",
+            "retryable": True,
+        }
+        replacement = int(server.wait_for(r"worker \d restarted \(pid (\d+)\)").group(1))
+        assert replacement != holder
+        # Resolved once and for all: the replacement (or the other worker) says the same.
+        assert server.call("redeem", {"promise": token})["result"]["failure"]["reason"] == (
+            "worker_lost"
+        )
