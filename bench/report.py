@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["aggregate", "evaluate_targets", "plot", "render"]
+__all__ = ["aggregate", "evaluate_targets", "figure", "plot", "render"]
 
 FIGURES = ("rps", "p50_us", "p90_us", "p99_us", "p999_us")
 
@@ -33,6 +33,11 @@ def _figure(section: dict[str, Any], server: str, conns: int, key: str) -> float
         return None
     value = figures.get(key)
     return float(value) if value else None
+
+
+def figure(section: dict[str, Any], server: str, conns: int, key: str) -> float | None:
+    """One figure (``rps``, ``p99_us``, ...) of a load section, None when not measured."""
+    return _figure(section, server, conns, key)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -314,6 +319,38 @@ def _memory_table(memory: dict[str, Any]) -> str:
     return _table(["server", "memory", "RSS growth"], rows)
 
 
+def _redeem_table(redeem: dict[str, Any]) -> str:
+    if "stores" not in redeem:
+        return f"redeem latency per store: n/a - {str(redeem.get('note', ''))[:240]}"
+    rows: list[list[str]] = []
+    for store, entry in redeem["stores"].items():
+        for kind, label in (
+            ("finished", "finished promise"),
+            ("woken", "wait, woken by completion"),
+        ):
+            fig = entry.get(kind)
+            if entry.get("status") in ("skipped", "n/a") or not fig:
+                rows.append([store, label, "-", "-", "-", str(entry.get("note", ""))[:90]])
+                continue
+            median, p99 = fig["median_us"] / 1000, fig["p99_us"] / 1000
+            rows.append([store, label, str(fig["n"]), _fmt(median, 3), _fmt(p99, 3), ""])
+    title = "redeem latency per promise store (in-process, one store object per side)"
+    table = _table(["store", "redeem of a", "n", "median ms", "p99 ms", "note"], rows)
+    return f"{title}\n{table}"
+
+
+def _workers_table(section: dict[str, Any]) -> str:
+    conns = max(section.get("conns") or [0])
+    title = f"HTTP echo, mcplite --workers 1 vs 2 at {conns} conns ({section.get('pinning', '')})"
+    ratio = section.get("ratio")
+    rounds = ", ".join(f"{r:.2f}" for r in section.get("round_ratios", []))
+    tail = (
+        f"--workers 2 / --workers 1: {_fmt(ratio, 2)}x (medians; round by round: {rounds})."
+        f" Why: {section.get('why', '')}"
+    )
+    return "\n".join([title, _load_table(section, ["mcplite --workers 1"]), tail])
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     parts = [
@@ -335,6 +372,10 @@ def render(results: dict[str, Any]) -> str:
             parts += ["", title, _load_table(section, ["grpcio", "naive_grpclib"])]
     if results.get("memory"):
         parts += ["", _memory_table(results["memory"])]
+    if results.get("workers"):
+        parts += ["", _workers_table(results["workers"])]
+    if results.get("redeem"):
+        parts += ["", _redeem_table(results["redeem"])]
     checks = results.get("targets", [])
     if checks:
         rows = [

@@ -9,7 +9,10 @@
 3. gRPC ``CallTool`` and ``CallToolStream`` of ``echo`` against grpcio, naive
    grpclib + betterproto and mcplite, with h2load (or a grpcio generator);
 4. memory of fresh servers: RSS per idle keep-alive connection, and RSS of
-   10,000 pending promises on mcplite.
+   10,000 pending promises on mcplite;
+5. scale-out: HTTP ``echo`` on mcplite with ``--workers 1`` and ``--workers 2``
+   (unpinned: both cores for the server, shared with the generator), and the
+   redeem latency of each promise store (``bench.redeem``, in-process).
 
 Servers run pinned to one core, generators to another; the passes of 2 and 3
 are interleaved (A B C ..., repeated ``--rounds`` times) and medians reported.
@@ -31,6 +34,7 @@ import importlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -52,6 +56,14 @@ from bench.loadgen import (
 )
 from bench.protogen import GeneratedStubs, generate_stubs
 from bench.servers import ROOT, Pinning, ServerProcess, anchor_argv, free_port
+
+#: Why ``--workers 2`` is not twice ``--workers 1`` here: printed with the ratio.
+WORKERS_WHY = (
+    "the load generator runs on the same {cpus} cores as the workers (unpinned), so the "
+    "second worker gets only what wrk leaves of the second core, and the kernel's "
+    "SO_REUSEPORT hash spreads the connections over the workers unevenly; on a host "
+    "with a core per worker plus the generator elsewhere the ratio approaches N"
+)
 
 __all__ = ["main"]
 
@@ -473,6 +485,98 @@ class Bench:
                 )
             self.results["grpc"] = grpc_section
 
+    def wait_for_log(self, server: ServerProcess, pattern: str, timeout: float) -> bool:
+        """Poll the server's log until ``pattern`` appears (bounded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and server.alive():
+            try:
+                if re.search(pattern, server.log_path.read_text(errors="replace")):
+                    return True
+            except OSError:
+                pass
+            time.sleep(0.05)  # polling interval of a file, not a wait for readiness
+        return False
+
+    def run_workers(self) -> None:
+        """HTTP echo on mcplite with --workers 1 and --workers 2, interleaved, unpinned."""
+        self.log("scale-out: --workers 1 and --workers 2 ...")
+        conns = max(self.args.conns)
+        unpinned = Pinning(None, None)
+        rows: list[Row] = []
+        status: dict[str, Any] = {}
+        for workers in (1, 2):
+            label = f"mcplite --workers {workers}"
+            server = self.make_server(
+                "mcplite", ("http",), ("--workers", str(workers), "--grace", "2")
+            )
+            assert server is not None
+            server.name = label
+            started = server.start(unpinned) and self.wait_for_log(
+                server, r"serving \d+ tools on", self.args.startup_timeout
+            )
+            if not started:
+                status[label] = {"status": "skipped", "note": server.note or server.log_tail()}
+                server.stop()
+                continue
+            target = self.http_target(server)
+            problem = verify_http(target, ECHO_TEXT)
+            if problem:
+                status[label] = {"status": "skipped", "note": f"HTTP check failed: {problem}"}
+                continue
+            rows.append(Row(label, server, http=target))
+        saved, self.pinning = self.pinning, unpinned
+        try:
+            self.interleave(rows, [conns])
+        finally:
+            self.pinning = saved
+            for row in rows:
+                row.server.stop()
+                self.servers.remove(row.server)
+        workload = f"POST tools/call echo {{{self.echo_arg!r}: {ECHO_TEXT!r}}}"
+        section = self.section(rows, [conns], workload, self.http_gen, {})
+        section["servers"].update(status)
+        section["pinning"] = "none: the servers and the generator share every core"
+        section["cpus"] = os.cpu_count()
+        one = report.figure(section, "mcplite --workers 1", conns, "rps")
+        two = report.figure(section, "mcplite --workers 2", conns, "rps")
+        section["ratio"] = round(two / one, 2) if one and two else None
+        # Rounds are interleaved (1, 2, 1, 2, ...): a round's ratio is paired in time,
+        # so background load that comes and goes shows as one odd round, not a bias.
+        runs = {
+            label: entry.get("results", {}).get(str(conns), {}).get("runs", [])
+            for label, entry in section["servers"].items()
+        }
+        pairs = zip(
+            runs.get("mcplite --workers 1", []), runs.get("mcplite --workers 2", []), strict=False
+        )
+        section["round_ratios"] = [
+            round(b["rps"] / a["rps"], 2) for a, b in pairs if a.get("rps") and b.get("rps")
+        ]
+        section["why"] = WORKERS_WHY.format(cpus=os.cpu_count())
+        self.results["workers"] = section
+
+    def run_redeem(self) -> None:
+        """Redeem latency per promise store, in its own process (``bench.redeem``)."""
+        self.log("redeem latency per promise store ...")
+        argv = [sys.executable, "-m", "bench.redeem", *(["--quick"] if self.quick else [])]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        try:
+            done = subprocess.run(
+                self.pinning.server(argv),
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120 if self.quick else 600,
+                check=False,
+                cwd=ROOT,
+            )
+            self.results["redeem"] = json.loads(done.stdout.strip().splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+            tail = locals().get("done")
+            err = tail.stderr[-500:] if isinstance(tail, subprocess.CompletedProcess) else ""
+            self.results["redeem"] = {"status": "n/a", "note": f"{exc!r} {err}"}
+
     def run_memory(self) -> None:
         idle_count = 200 if self.quick else 1000
         promise_count = 1000 if self.quick else 10_000
@@ -587,6 +691,10 @@ class Bench:
                 self.run_load()
             if not self.args.no_memory:
                 self.run_memory()
+            if not self.args.no_workers and "mcplite" in self.args.servers:
+                self.run_workers()
+            if not self.args.no_redeem and not self.args.no_inprocess:
+                self.run_redeem()
         finally:
             for server in self.servers:
                 server.stop()
@@ -661,6 +769,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-load", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--no-workers", action="store_true", help="skip --workers 1 vs 2 (needs mcplite)"
+    )
+    parser.add_argument(
+        "--no-redeem", action="store_true", help="skip redeem latency per store (in-process)"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     args = parser.parse_args(argv)
     unknown = set(args.servers) - {*HTTP_SERVERS, *GRPC_SERVERS}
