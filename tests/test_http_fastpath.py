@@ -1,0 +1,61 @@
+"""The fast response path writes exactly what h11 writes, and leaves h11 where it would."""
+
+from __future__ import annotations
+
+import h11
+import pytest
+
+from mcplite.http.connection import _REASONS, _send_fast
+
+REQUEST = (
+    b"POST /mcp-lite/v1/rpc HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+)
+
+
+def _received(data: bytes = REQUEST) -> h11.Connection:
+    conn = h11.Connection(h11.SERVER)
+    conn.receive_data(data)
+    while conn.next_event() is not h11.NEED_DATA:
+        if conn.their_state is h11.DONE:
+            break
+    assert conn.our_state is h11.SEND_RESPONSE
+    return conn
+
+
+@pytest.mark.parametrize("status", [200, 202, 400, 401, 403, 404, 413, 429, 500, 503])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [],
+        [(b"content-type", b"application/json")],
+        [(b"content-type", b"application/json"), (b"retry-after", b"1")],
+        [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer scope="a"')],
+    ],
+)
+@pytest.mark.parametrize("body", [b"", b'{"jsonrpc":"2.0","id":1,"result":{}}'])
+def test_the_fast_path_writes_h11s_bytes_and_state(
+    status: int, headers: list[tuple[bytes, bytes]], body: bytes
+) -> None:
+    by_h11, fast = _received(), _received()
+    expected = by_h11.send(
+        h11.Response(
+            status_code=status,
+            headers=[*headers, (b"content-length", b"%d" % len(body))],
+            reason=_REASONS[status],
+        )
+    )
+    assert expected is not None
+    if body:
+        expected += by_h11.send(h11.Data(data=body)) or b""
+    expected += by_h11.send(h11.EndOfMessage()) or b""
+
+    assert _send_fast(fast, status, headers, body) == expected
+    assert (fast.our_state, fast.their_state) == (by_h11.our_state, by_h11.their_state)
+    assert fast.our_state is h11.DONE
+    # Both take the next request on the same connection the same way.
+    for conn in (by_h11, fast):
+        conn.start_next_cycle()
+        conn.receive_data(REQUEST)
+        event = conn.next_event()
+        assert isinstance(event, h11.Request) and event.target == b"/mcp-lite/v1/rpc"
