@@ -34,6 +34,7 @@ from .config import Config
 from .context import IN_PROCESS, RequestContext
 from .envelope import Result
 from .errors import InvalidParams, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
+from .metrics import METRICS
 from .outcomes import Answer, Failure, Partial, Promised
 from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
 from .runner import Runner, aggregate, internal_error
@@ -103,6 +104,7 @@ class Dispatcher:
         self._definitions = [t.definition() for t in self._tools.values()]
         self._names = list(self._tools)
         self.active = 0  # calls and streams in flight
+        self.streams = 0  # streams open (started, tool not done)
         #: Counts the changes to the tool list (add_tool, remove_tool): caches of it check it.
         self.version = 0
         self._listeners: list[Callable[[], None]] = []
@@ -214,22 +216,37 @@ class Dispatcher:
         self, name: str, arguments: Any = None, context: RequestContext = IN_PROCESS
     ) -> Result:
         """Run tool ``name`` for ``context``'s caller; its outcome, or a promise."""
-        tool, args = self._admit(name, arguments, context)
-        self.active += 1
+        started, t0 = time.time(), time.perf_counter()
         try:
-            if tool.kind is Kind.SYSTEM:
-                result: Result = await tool.fn(context, **args)
-                return result
-            started, t0 = time.time(), time.perf_counter()
-            deadline = tool.promise_after
-            if deadline is None:
-                deadline = self.config.promise_after
-            if tool.context_param is None and math.isinf(deadline):
-                outcome = await self.runner.run(tool, args)  # the hot path: no task, no timer
-                return Result(outcome, started, (time.perf_counter() - t0) * 1000)
-            return await self._call_with_deadline(tool, args, started, t0, deadline, context)
-        finally:
-            self.active -= 1
+            tool, args = self._admit(name, arguments, context)
+            self.active += 1
+            try:
+                if tool.kind is Kind.SYSTEM:
+                    result: Result = await tool.fn(context, **args)
+                else:
+                    deadline = tool.promise_after
+                    if deadline is None:
+                        deadline = self.config.promise_after
+                    if tool.context_param is None and math.isinf(deadline):
+                        # The hot path: no task, no timer.
+                        outcome = await self.runner.run(tool, args)
+                        result = Result(outcome, started, (time.perf_counter() - t0) * 1000)
+                    else:
+                        result = await self._call_with_deadline(
+                            tool, args, started, t0, deadline, context
+                        )
+            finally:
+                self.active -= 1
+        except MCPLiteError as exc:
+            if METRICS.on:
+                label = name if name in self._tools else _UNKNOWN
+                elapsed = time.perf_counter() - t0
+                METRICS.call_error(context.binding, label, exc.jsonrpc_code, elapsed)
+            raise
+        if METRICS.on:
+            kind = result.response_type.value
+            METRICS.call(context.binding, name, kind, time.perf_counter() - t0)
+        return result
 
     async def _call_with_deadline(
         self,
@@ -345,7 +362,7 @@ class Dispatcher:
         if tool.context_param is not None:
             ctx = Context(tool.name, caller=context.caller, request=context)
             args = {**args, tool.context_param: ctx}
-        return ToolStream(self, tool, args)
+        return ToolStream(self, tool, args, context)
 
     # -- system tools: redeem and cancel ------------------------------------
 
@@ -476,14 +493,22 @@ class ToolStream:
     part, so a slow reader holds the tool back instead of filling memory.
     """
 
-    def __init__(self, dispatcher: Dispatcher, tool: Tool, args: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        tool: Tool,
+        args: dict[str, Any],
+        context: RequestContext = IN_PROCESS,
+    ) -> None:
         self._dispatcher = dispatcher
         self.tool = tool
+        self._context = context
         self._queue: asyncio.Queue[Partial | Result | _StreamError] = asyncio.Queue(1)
         self._task = asyncio.get_running_loop().create_task(self._produce(args))
         self._finished = False
         self._released = False
         dispatcher.active += 1
+        dispatcher.streams += 1
         # A task cancelled before its first step never runs its finally: the
         # callback covers that case; _produce releases at once otherwise.
         self._task.add_done_callback(self._release)
@@ -492,6 +517,7 @@ class ToolStream:
         if not self._released:
             self._released = True
             self._dispatcher.active -= 1
+            self._dispatcher.streams -= 1
 
     async def _put_part(self, value: Any) -> None:
         await self._queue.put(Partial(value))
@@ -501,12 +527,19 @@ class ToolStream:
         item: Result | _StreamError
         try:
             if self.tool.kind is Kind.SYSTEM:
-                item = await self.tool.fn(**args)
+                item = await self.tool.fn(self._context, **args)
             else:
                 outcome = await self._dispatcher.runner.run(self.tool, args, self._put_part)
                 item = Result(outcome, started, (time.perf_counter() - t0) * 1000)
         except MCPLiteError as exc:
             item = _StreamError(exc)
+            if METRICS.on:
+                binding, name = self._context.binding, self.tool.name
+                METRICS.call_error(binding, name, exc.jsonrpc_code, time.perf_counter() - t0)
+        else:
+            if METRICS.on and isinstance(item, Result):
+                kind = item.response_type.value
+                METRICS.call(self._context.binding, self.tool.name, kind, time.perf_counter() - t0)
         self._release()  # the tool is done: no longer a call in flight
         await self._queue.put(item)
 
@@ -547,6 +580,11 @@ class ToolStream:
         if not task.done():
             task.cancel()
             await asyncio.wait((task,), timeout=timeout)
+
+
+#: The ``tool`` label of a call to a name that is not served (never the name itself:
+#: a client could make the label set grow without bound).
+_UNKNOWN = "(unknown)"
 
 
 def _closest(name: str, names: list[str]) -> str | None:

@@ -34,6 +34,7 @@ from mcplite import (
 )
 from mcplite.dispatch import aggregate
 from mcplite.envelope import to_result
+from mcplite.outcomes import Promised
 
 WAIT = 5.0  # upper bound of every wait in this file
 
@@ -886,3 +887,21 @@ def test_a_dispatcher_also_takes_a_plain_list_of_tools(dispatchers: list[Dispatc
     dispatcher = Dispatcher(list(tools), make_config())
     dispatchers.append(dispatcher)
     assert [d["name"] for d in dispatcher.tool_definitions()] == ["redeem", "cancel", "one"]
+
+
+# --- system tools as streams ---------------------------------------------------------
+
+
+async def test_redeem_asked_for_as_a_stream_answers_instead_of_hanging() -> None:
+    # A client that takes only SSE gets redeem as a stream: the system tool must
+    # get its caller's context there too (it hung, its task dead, before).
+    dispatcher = Dispatcher(demo_like_tools(), make_config(promise_after=0))
+    call = await dispatcher.call("analyze_dataset", {"dataset_id": "d"})
+    assert isinstance(call.outcome, Promised)
+    token = call.outcome.token
+    items = await collect(dispatcher.stream("redeem", {"promise": token, "wait": 1}))
+    assert isinstance(items[-1], Result)
+    assert items[-1].response_type.value == "answer"
+    with pytest.raises(MCPLiteError, match="invalid promise token"):
+        await collect(dispatcher.stream("redeem", {"promise": "prom_" + "x" * 76}))
+    await dispatcher.close()
