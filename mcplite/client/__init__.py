@@ -51,7 +51,7 @@ import asyncio
 import math
 import ssl
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
@@ -435,6 +435,8 @@ class BaseClient:
         *,
         wait: bool = True,
         timeout: float | None = None,
+        on_progress: Callable[[Response], object] | None = None,
+        poll_wait: float | None = None,
     ) -> Response:
         """Call tool ``name`` and return its outcome.
 
@@ -443,6 +445,12 @@ class BaseClient:
         then :class:`PromiseTimeout` (a ``TimeoutError``) says the token.  With
         ``wait=False`` a promise is returned as it is.
 
+        While waiting, ``on_progress`` is called with the promise and with every
+        redeem that answers it again (its token, and the server's latest
+        ``progress`` and ``estimated_completion`` in ``meta``).  ``poll_wait`` caps
+        each long poll, in seconds (``1``: hear progress about once a second);
+        by default a poll waits as long as the server allows.
+
         Raises :class:`ToolNotFoundError`, :class:`InvalidArgumentsError`,
         :class:`OverloadedError`, :class:`InternalServerError` (and other
         :class:`RPCError`), :class:`TransportError`, :class:`PromiseTimeout`.
@@ -450,6 +458,8 @@ class BaseClient:
         total = self.timeout if timeout is None else timeout
         if not total > 0:
             raise ValueError("timeout must be positive")
+        if poll_wait is not None and not poll_wait > 0:
+            raise ValueError("poll_wait must be positive")
         loop = asyncio.get_running_loop()
         end = loop.time() + total
         response = Response.from_result(
@@ -462,6 +472,8 @@ class BaseClient:
             token = response.promise_token
             if token is None:
                 raise TransportError("the server answered a promise without a promise_token")
+            if on_progress is not None:
+                on_progress(response)
             remaining = end - loop.time()
             if remaining <= 0:
                 raise PromiseTimeout(
@@ -470,6 +482,8 @@ class BaseClient:
                     token,
                 )
             longest = await self._longest_redeem_wait()
+            if longest > 0 and poll_wait is not None:
+                longest = min(longest, poll_wait)
             if longest > 0:
                 response = await self._long_poll(token, min(longest, remaining))
             else:  # a server whose redeem cannot wait: poll, backing off

@@ -19,6 +19,20 @@ Output: text items as they are, structured items as indented JSON (``--raw``:
 the whole result as JSON; ``--stream``: each part as it arrives, text as it is,
 others as one JSON line each).  A failure's message goes to stderr.
 
+While ``call`` waits (for the answer, then on a promise), a progress line is
+drawn on stderr when stderr is a terminal, never on stdout (see
+:mod:`mcplite.client.progress`): a bar with the percentage when the tool reports
+a total, else a spinner, with the tool's message, an ETA when the server gives
+one, and the time elapsed.  It is erased when the call ends.  ``--quiet`` turns
+it off; it is never drawn when stderr is not a terminal.
+
+Ctrl-C while waiting on a promise: with ``--cancel-on-interrupt`` the promise is
+cancelled on the server (the ``cancel`` tool).  Without it, when stdin and stderr
+are terminals, ``Cancel the call on the server? [y/N]`` is asked (a second Ctrl-C
+exits at once); otherwise, or on no, the call goes on on the server and its
+token is printed with the command that redeems it later
+(``mcplite call URL redeem promise=TOKEN``).  Either way the exit status is 130.
+
 Exit status:
 
 ==  ==========================================================================
@@ -38,6 +52,8 @@ Exit status:
     UNAUTHENTICATED)
 9   permission denied: the token lacks a scope the tool needs (HTTP 403, gRPC
     PERMISSION_DENIED; the scopes are printed)
+130 interrupted (Ctrl-C, SIGINT): a promise waited on was cancelled on the
+    server, or its token was printed with the command to redeem it
 ==  ==========================================================================
 
 Prompts and resources: ``prompts`` lists the prompts (``*`` marks a required
@@ -61,10 +77,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from . import (
@@ -82,8 +101,9 @@ from . import (
     ToolNotFoundError,
     TransportError,
 )
+from .progress import ProgressLine
 
-__all__ = ["COMMANDS", "main", "register", "run"]
+__all__ = ["COMMANDS", "main", "redeem_command", "register", "run"]
 
 #: The subcommands :func:`register` adds.
 COMMANDS = ("tools", "call", "prompts", "prompt", "resources", "read")
@@ -98,6 +118,11 @@ EXIT_PROTOCOL = 6
 EXIT_TIMEOUT = 7
 EXIT_UNAUTHENTICATED = 8
 EXIT_FORBIDDEN = 9
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+#: Seconds each long poll of a promise lasts while a progress line is shown: the
+#: line hears of the tool's progress about this often (one redeem per interval).
+PROGRESS_POLL_WAIT = 1.0
 
 #: The environment variable ``--token`` defaults to.
 TOKEN_ENV = "MCPLITE_TOKEN"
@@ -199,7 +224,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Call a tool of an MCP-lite server. Arguments are key=value (the value "
         "is JSON where it parses, else a string) and/or --json '{...}'. Exit status: 0 "
         "answer, 1 failure, 2 usage, 3 connection, 4 unknown tool, 5 invalid arguments, "
-        "6 other protocol error, 7 timeout, 8 not authenticated, 9 permission denied.",
+        "6 other protocol error, 7 timeout, 8 not authenticated, 9 permission denied, "
+        "130 interrupted.",
     )
     call.__class__ = _IntermixedParser  # made by the caller's parser class
     call.add_argument("url", metavar="URL", help=url_help)
@@ -214,6 +240,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--no-wait", action="store_true", help="print a promise's token instead of waiting"
     )
     call.add_argument("--raw", action="store_true", help="print the whole result as JSON")
+    call.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="draw no progress line on stderr (drawn only when stderr is a terminal)",
+    )
+    call.add_argument(
+        "--cancel-on-interrupt",
+        action="store_true",
+        help="on Ctrl-C, cancel the promise on the server (default: ask on a terminal, "
+        "else print its token)",
+    )
     call.add_argument(
         "--timeout",
         type=_timeout,
@@ -298,7 +336,11 @@ def run(args: argparse.Namespace) -> int:
         if args.client_command in _PROMPT_AND_RESOURCE_COMMANDS:
             return asyncio.run(_PROMPT_AND_RESOURCE_COMMANDS[args.client_command](args))
         arguments = parse_arguments(args.pairs, args.json_arguments)
-        return asyncio.run(_call(args, arguments))
+        waiting = _Waiting()
+        try:
+            return asyncio.run(_call(args, arguments, waiting))
+        except KeyboardInterrupt:
+            return _interrupted(args, waiting)
     except UsageError as exc:
         return _error(str(exc), EXIT_USAGE)
     except ValueError as exc:  # a bad URL
@@ -326,8 +368,10 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"{exc.message} (code {exc.code})", EXIT_PROTOCOL)
     except ClientError as exc:  # e.g. resources asked of a gRPC server
         return _error(str(exc), EXIT_PROTOCOL)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # also a second Ctrl-C while the first is handled
+        if _terminal(sys.stderr):
+            sys.stderr.write("\n")  # the shell's prompt on a line of its own
+        return EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -563,13 +607,51 @@ _PROMPT_AND_RESOURCE_COMMANDS = {
 # --- call ---------------------------------------------------------------------------
 
 
-async def _call(args: argparse.Namespace, arguments: dict[str, Any]) -> int:
+@dataclass
+class _Waiting:
+    """What a Ctrl-C needs to know of the call: the promise it waits on (if any)
+    and the progress line to erase."""
+
+    token: str | None = None
+    line: ProgressLine | None = field(default=None, repr=False)
+
+    def promised(self, response: Response) -> None:
+        self.token = response.promise_token
+        if self.line is not None:
+            self.line.update(response.meta)
+
+
+def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
+    """The progress line of a waiting call: only on a terminal, and not ``--quiet``."""
+    if args.quiet or args.no_wait or args.stream:
+        return None
+    return ProgressLine(sys.stderr, args.name) if _terminal(sys.stderr) else None
+
+
+def _terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced, or closed
+        return False
+
+
+async def _call(args: argparse.Namespace, arguments: dict[str, Any], waiting: _Waiting) -> int:
     async with _client(args) as client:
         if args.stream:
             return await _stream(client, args, arguments)
-        response = await client.call(
-            args.name, arguments, wait=not args.no_wait, timeout=args.timeout
-        )
+        if args.no_wait:
+            response = await client.call(args.name, arguments, wait=False, timeout=args.timeout)
+        else:
+            line = waiting.line = _progress_line(args)
+            shown = line.shown() if line is not None else contextlib.nullcontext()
+            async with shown:
+                response = await client.call(
+                    args.name,
+                    arguments,
+                    timeout=args.timeout,
+                    on_progress=waiting.promised,
+                    poll_wait=PROGRESS_POLL_WAIT if line is not None else None,
+                )
     if args.no_wait and response.promise_token is not None and not args.raw:
         print(response.promise_token)
         return EXIT_OK
@@ -603,6 +685,88 @@ async def _stream(client: Client, args: argparse.Namespace, arguments: dict[str,
             return EXIT_OK  # the final answer is the parts, already printed
         return _print_response(item, raw=False)
     raise TransportError("the stream ended without its final result")
+
+
+# --- Ctrl-C while waiting -----------------------------------------------------------
+
+
+def _interrupted(args: argparse.Namespace, waiting: _Waiting) -> int:
+    """Ctrl-C during a call: cancel its promise, or say how to redeem it (exit 130).
+
+    Runs after the event loop has ended; a second Ctrl-C (KeyboardInterrupt) from
+    here exits at once, through :func:`run`.
+    """
+    if waiting.line is not None:
+        waiting.line.erase()
+    token = waiting.token
+    if token is None:  # interrupted before the server answered: nothing to redeem
+        print("mcplite: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    try:
+        cancel = args.cancel_on_interrupt or _ask("Cancel the call on the server? [y/N] ")
+    except KeyboardInterrupt:  # a second Ctrl-C: no cancel, exit at once
+        sys.stderr.write("\n")
+        cancel = False
+    if cancel:
+        return _cancel(args, token)
+    print(
+        "mcplite: interrupted; the call goes on on the server. Redeem it later with:\n"
+        f"  {redeem_command(args, token)}",
+        file=sys.stderr,
+    )
+    return EXIT_INTERRUPTED
+
+
+def _ask(question: str) -> bool:
+    """Ask on the terminal (stderr, stdin); False when either is not a terminal."""
+    if not (_terminal(sys.stdin) and _terminal(sys.stderr)):
+        return False
+    # At the start of the line, over the terminal's "^C" (the progress line is erased).
+    sys.stderr.write(f"\r\x1b[Kmcplite: {question}")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()  # "": end of input, a no
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _cancel(args: argparse.Namespace, token: str) -> int:
+    async def cancel() -> Response:
+        async with _client(args) as client:
+            return await client.cancel(token)
+
+    try:
+        response = asyncio.run(cancel())
+    except ClientError as exc:
+        print(
+            f"mcplite: error: could not cancel the call: {exc}\n"
+            f"  redeem it with: {redeem_command(args, token)}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    structured = response.raw.get("structuredContent")
+    cancelled = isinstance(structured, dict) and structured.get("cancelled") is True
+    if cancelled or response.text == "cancelled":
+        print(f"mcplite: interrupted; cancelled the call on the server ({token})", file=sys.stderr)
+    else:
+        print(
+            "mcplite: interrupted; the call had already finished on the server. Its outcome:\n"
+            f"  {redeem_command(args, token)}",
+            file=sys.stderr,
+        )
+    return EXIT_INTERRUPTED
+
+
+def redeem_command(args: argparse.Namespace, token: str) -> str:
+    """The shell command that redeems ``token`` with the same server and TLS options
+    (never the bearer token: it comes from ``$MCPLITE_TOKEN`` or is given again)."""
+    words = ["mcplite", "call", args.url, "redeem", f"promise={token}"]
+    for option in ("cafile", "certfile", "keyfile"):
+        value = getattr(args, option, None)
+        if value is not None:
+            words += [f"--{option}", value]
+    command = shlex.join(words)
+    if getattr(args, "token", None) is not None:
+        command += "  # and --token as before"
+    return command
 
 
 def _print_response(response: Response, raw: bool) -> int:
