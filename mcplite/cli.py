@@ -203,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
         access_log_help="no log line per HTTP request",
     )
     process.add_argument(
+        "--metrics",
+        type=_address,
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this address "
+        "(its own listener; off by default)",
+    )
+    process.add_argument(
         "--workers",
         type=_positive(int),
         default=1,
@@ -425,6 +432,7 @@ def _config(args: argparse.Namespace) -> Config:
         grpc_idle_timeout=args.grpc_idle_timeout,
         grpc_max_connections=args.grpc_max_connections,
         heartbeat=args.heartbeat,
+        metrics=args.metrics,
         auth_tokens=args.auth_tokens,
         oauth_issuer=args.oauth_issuer,
         oauth_audience=args.oauth_audience,

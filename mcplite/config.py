@@ -74,6 +74,7 @@ class Config:
     grace: float = 10.0  # seconds in-flight calls get after SIGTERM
     access_log: bool = True
     log_format: str = "text"  # or "json": one object per line (mcplite.logs)
+    metrics: tuple[str, int] | None = None  # --metrics: /metrics, /healthz, /readyz there
     sync_workers: int | None = None  # thread pool size for sync tools (None: Python's default)
 
     # TLS on HTTP and gRPC (both or neither): a PEM certificate chain and its key;

@@ -163,6 +163,11 @@ class Dispatcher:
 
     # -- discovery ----------------------------------------------------------
 
+    @property
+    def pending_promises(self) -> int:
+        """Promises whose calls this process runs now."""
+        return len(self._local)
+
     def tools(self) -> list[Tool]:
         """Every tool served, system tools included."""
         return list(self._tools.values())

@@ -50,6 +50,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
+from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -384,7 +385,8 @@ class MetricsServer:
         ]
         if status == 405:
             headers.append(("allow", "GET, HEAD"))
-        out = conn.send(h11.Response(status_code=status, headers=headers)) or b""
+        reason = HTTPStatus(status).phrase.encode()
+        out = conn.send(h11.Response(status_code=status, headers=headers, reason=reason)) or b""
         if request.method != b"HEAD":
             out += conn.send(h11.Data(data=body)) or b""
         out += conn.send(h11.EndOfMessage()) or b""

@@ -22,6 +22,7 @@ from .bindings import Binding
 from .config import Config
 from .dispatch import Dispatcher
 from .logs import ACCESS
+from .metrics import METRICS, Health, MetricsServer
 from .promises import PromiseStore
 from .prompts import Prompts
 from .resources import Resources
@@ -114,7 +115,12 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
 
     bindings: list[Binding] = []
+    health = Health()
+    metrics: MetricsServer | None = None
     try:
+        if config.metrics is not None:
+            metrics = await start_metrics(config.metrics, health)
+            watch(dispatcher, bindings, health)
         for binding, address in _bindings(dispatcher, config, prompts, resources):
             host, port = address
             sock = (sockets or {}).get(binding.name)
@@ -122,20 +128,74 @@ async def serve(
             bindings.append(binding)
     except BaseException:
         await asyncio.gather(*(b.close() for b in bindings))
+        if metrics is not None:
+            await metrics.close()
         await dispatcher.close()
         raise
+    health.listening = True
     count, urls = len(dispatcher.tool_definitions()), [b.url() for b in bindings]
+    if metrics is not None:
+        urls.append(metrics.url())
     if announce is not None:
         announce(count, urls)
     else:
         log.info("mcplite %s serving %d tools on %s", __version__, count, " and ".join(urls))
     await stop.wait()
+    health.draining = True  # /readyz says so at once: a load balancer stops sending
     log.info("shutting down: finishing in-flight calls (grace %ss)", config.grace)
     await asyncio.gather(*(b.drain(config.grace) for b in bindings))
     await asyncio.gather(*(b.close() for b in bindings))
+    if metrics is not None:
+        await metrics.close()
     await dispatcher.close()
     log.info("stopped")
     ACCESS.flush()
+
+
+async def start_metrics(address: tuple[str, int], health: Health) -> MetricsServer:
+    """The ``--metrics`` listener, started (counting starts with it)."""
+    server = MetricsServer(METRICS, health)
+    try:
+        await server.start(*address)
+    except OSError as exc:
+        raise ServeError(f"--metrics {address[0]}:{address[1]}: {exc.strerror or exc}") from None
+    return server
+
+
+def watch(dispatcher: Dispatcher, bindings: list[Binding], health: Health) -> None:
+    """The gauges and the readiness check of a serving process."""
+
+    def connections() -> list[tuple[dict[str, str], float]]:
+        out = []
+        for binding in bindings:
+            count = getattr(binding, "connection_count", None)
+            if count is not None:
+                out.append(({"binding": binding.name.lower()}, float(count())))
+        return out
+
+    METRICS.gauge(
+        "mcplite_calls_in_flight",
+        "Calls and streams running now.",
+        lambda: [({}, dispatcher.active)],
+    )
+    METRICS.gauge(
+        "mcplite_streams_open", "Streamed calls open now.", lambda: [({}, dispatcher.streams)]
+    )
+    METRICS.gauge(
+        "mcplite_promises_pending",
+        "Promises this process is running.",
+        lambda: [({}, dispatcher.pending_promises)],
+    )
+    METRICS.gauge("mcplite_connections_open", "Open connections, by binding.", connections)
+
+    async def store() -> str | None:
+        try:
+            await dispatcher.promises.has_room()
+        except Exception as exc:
+            return f"promise store unreachable ({type(exc).__name__})"
+        return None
+
+    health.checks.append(store)
 
 
 async def start_auth(config: Config) -> Auth | None:

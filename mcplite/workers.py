@@ -47,6 +47,7 @@ from multiprocessing.process import BaseProcess
 from ._version import __version__
 from .config import Config
 from .logs import setup_logging
+from .metrics import METRICS, Health, MetricsServer, merge
 from .serve import ServeError
 
 __all__ = [
@@ -192,6 +193,7 @@ class _Slot:
     backoff: float = BACKOFF_MIN
     restart: asyncio.TimerHandle | None = None
     ever_ready: bool = False
+    metrics_url: str | None = None  # the worker's own /metrics (loopback), when on
 
 
 class _Supervisor:
@@ -216,11 +218,44 @@ class _Supervisor:
         # Workers read this pipe; it ends when the supervisor does, however it ends,
         # and then they stop (drain) on their own.
         self.lifeline, self._lifeline_end = self.context.Pipe(duplex=False)
+        self.metrics: MetricsServer | None = None
+        self.health = Health()
+
+    async def _start_metrics(self) -> None:
+        """``--metrics`` on the supervisor: every worker's figures, labelled by worker."""
+        assert self.config.metrics is not None
+        health = self.health
+        health.checks.append(self._a_worker_ready)
+        self.metrics = MetricsServer(METRICS, health, metrics=self._gather)
+        host, port = self.config.metrics
+        try:
+            await self.metrics.start(host, port)
+        except OSError as exc:
+            raise ServeError(f"--metrics {host}:{port}: {exc.strerror or exc}") from None
+        health.listening = True
+
+    async def _gather(self) -> str:
+        slots = [s for s in self.slots if s.metrics_url is not None and s.process is not None]
+        answers = await asyncio.gather(*(_fetch(s.metrics_url or "") for s in slots))
+        pairs = zip(slots, answers, strict=True)
+        return merge({str(slot.index): text for slot, (status, text) in pairs if status == 200})
+
+    async def _a_worker_ready(self) -> str | None:
+        if self.stopping:
+            return None  # draining says it
+        slots = [s for s in self.slots if s.metrics_url is not None and s.process is not None]
+        urls = [(s.metrics_url or "").replace("/metrics", "/readyz") for s in slots]
+        answers = await asyncio.gather(*(_fetch(url) for url in urls))
+        if any(status == 200 for status, _ in answers):
+            return None
+        return "no worker is ready"
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop)
+        if self.config.metrics is not None:
+            await self._start_metrics()
         for slot in self.slots:
             self._start(slot)
         deadline = loop.time() + START_TIMEOUT
@@ -235,7 +270,11 @@ class _Supervisor:
             while not self.stopping:
                 self.changed.clear()
                 await self.changed.wait()
+        if self.metrics is not None:
+            self.health.draining = True
         await self._shutdown()
+        if self.metrics is not None:
+            await self.metrics.close()
         self._lifeline_end.close()
         self.lifeline.close()
         if self.failed is None:
@@ -247,9 +286,13 @@ class _Supervisor:
     def _start(self, slot: _Slot) -> None:
         slot.restart = None
         receive, send = self.context.Pipe(duplex=False)
+        config = self.config
+        if config.metrics is not None:  # each worker's own listener, on loopback
+            config = dataclasses.replace(config, metrics=("127.0.0.1", 0))
+        slot.metrics_url = None
         process = self.context.Process(
             target=_worker_main,
-            args=(self.target, self.config, self.log_level, send, self.lifeline, self.sockets),
+            args=(self.target, config, self.log_level, send, self.lifeline, self.sockets),
             name=f"mcplite-worker-{slot.index}",
         )
         process.start()
@@ -272,6 +315,10 @@ class _Supervisor:
                 slot.ready = None
         if slot.process is None:
             return
+        slot.metrics_url = next((u for u in urls if u.endswith("/metrics")), None)
+        urls = [u for u in urls if not u.endswith("/metrics")]
+        if self.metrics is not None:
+            urls.append(self.metrics.url())
         restarted = slot.ever_ready
         slot.ever_ready = True
         if restarted:
@@ -345,6 +392,30 @@ class _Supervisor:
             process.kill()
             process.join(KILL_MARGIN)
             slot.process = None
+
+
+async def _fetch(url: str, timeout: float = 2.0) -> tuple[int, str]:
+    """GET ``http://host:port/path`` on loopback: ``(status, body)``; ``(0, "")`` when
+    the worker does not answer in time."""
+    rest = url.split("://", 1)[1]
+    authority, _, path = rest.partition("/")
+    host, _, port = authority.rpartition(":")
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, int(port))
+            try:
+                writer.write(f"GET /{path} HTTP/1.0\r\nHost: {authority}\r\n\r\n".encode())
+                data = await reader.read(8 * 1024 * 1024)
+            finally:
+                writer.close()
+    except (OSError, TimeoutError, ValueError):
+        return 0, ""
+    head, _, body = data.partition(b"\r\n\r\n")
+    try:
+        status = int(head.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return 0, ""
+    return status, body.decode("utf-8", "replace")
 
 
 def _worker_main(

@@ -47,6 +47,8 @@ from grpclib.protocol import EventsProcessor, H2Protocol
 from grpclib.protocol import Stream as H2Stream
 from grpclib.server import Handler, Server
 
+from ..metrics import METRICS
+
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "LimitedServer"]
 
 log = logging.getLogger("mcplite.grpc")
@@ -184,6 +186,8 @@ class LimitedServer(Server):
     def _protocol_factory(self) -> asyncio.Protocol:  # type: ignore[override]
         if len(self.connections) >= self.max_connections:
             self._log_refusal()
+            if METRICS.on:
+                METRICS.refuse("grpc", "overloaded")
             return _Refused()
         # As grpclib's own factory, with our Handler and protocol.
         self.__gc_step__()

@@ -104,6 +104,7 @@ from ..context import Caller, RequestContext
 from ..envelope import Result
 from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
 from ..methods import prompt_methods
+from ..metrics import METRICS
 from ..outcomes import Partial
 from ..prompts import Prompts
 from ..protobuf import (
@@ -276,6 +277,7 @@ class MCPLiteService:
             task = asyncio.current_task()
             assert task is not None
             self._active.add(task)
+            status = "OK"
             try:
                 context = _context(stream)
                 auth = self._dispatcher.auth
@@ -286,13 +288,19 @@ class MCPLiteService:
                         await _send_error(stream, err)
                         return
                 await handler(stream, context)
+            except GRPCError as exc:
+                status = exc.status.name
+                raise
             except asyncio.CancelledError:
+                status = "CANCELLED"
                 if not self._closing:
                     raise
                 task.uncancel()
                 await _send_error(stream, ShuttingDown())
             finally:
                 self._active.discard(task)
+                if METRICS.on:
+                    METRICS.request("grpc", getattr(stream, "_mcplite_status", status))
 
         return run
 
@@ -549,6 +557,7 @@ async def _send_status(
     reason: str,
     data: Mapping[str, Any] | None,
 ) -> None:
+    stream._mcplite_status = status.name  # type: ignore[attr-defined]  # for the metrics
     metadata: dict[str, str | bytes] = {}
     details = None
     if data:
@@ -706,6 +715,9 @@ class GrpcServer:
         listening = self._server._server
         assert isinstance(listening, asyncio.Server)
         return listening
+
+    def connection_count(self) -> int:
+        return len(self._server.connections) if self._server is not None else 0
 
     def url(self) -> str:
         scheme = "grpcs" if self._tls is not None else "grpc"

@@ -38,6 +38,7 @@ from ..errors import (
 from ..jsonrpc import JsonRpc, Reply, decode, encode
 from ..logs import ACCESS
 from ..mcp.server import McpReply
+from ..metrics import METRICS
 from ..outcomes import Partial
 from . import sse
 
@@ -136,6 +137,8 @@ class HttpConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=_HIGH_WATER)
         if len(server.connections) >= self.config.max_connections or server.draining:
             message = "Too many connections" if not server.draining else "Server is shutting down"
+            if METRICS.on:
+                METRICS.refuse("http", "shutting_down" if server.draining else "overloaded")
             body = _error_body(503, message)
             retry_name, retry_value = _retry_after(self.config.retry_after)
             transport.write(
@@ -514,6 +517,8 @@ class HttpConnection(asyncio.Protocol):
 
     def _log(self) -> None:
         request = self._request
+        if request is not None and METRICS.on:
+            METRICS.request("mcp" if self._route == _MCP else "http", self.status)
         if request is not None and self.config.access_log:
             ACCESS.write(
                 "http",

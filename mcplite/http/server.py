@@ -213,6 +213,9 @@ class HttpServer:
                 self.allowed_hosts = _LOOPBACK_NAMES
         return self._server
 
+    def connection_count(self) -> int:
+        return len(self.connections)
+
     @property
     def port(self) -> int:
         assert self._server is not None
