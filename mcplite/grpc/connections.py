@@ -109,6 +109,60 @@ class _Handler(Handler):
         self.processor = None  # no cycle with the processor left to collect
 
 
+class _CoalescingTransport(asyncio.Transport):
+    """A transport whose writes within one event loop iteration leave as one.
+
+    grpclib writes h2's output after every step: a unary call's response
+    headers, its message and its trailers are three ``send`` system calls, and
+    a burst of calls on one connection three each.  Gathering what is written
+    until the loop's next turn sends all of it at once (in order, never later
+    than that turn), which is most of a pure-Python gRPC server's time spent
+    outside Python.  Everything but ``write`` and ``close`` is the real
+    transport's.
+    """
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        super().__init__()
+        self._real = transport
+        self._pending: list[bytes] = []
+        self._loop = asyncio.get_running_loop()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending and not self._real.is_closing():
+            self._real.write(b"".join(pending))
+
+    def close(self) -> None:
+        self._flush()
+        self._real.close()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._real.abort()
+
+    def is_closing(self) -> bool:
+        return self._real.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._real.get_extra_info(name, default)
+
+    def get_write_buffer_size(self) -> int:
+        return self._real.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def pause_reading(self) -> None:
+        self._real.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._real.resume_reading()
+
+
 class _Connection(H2Protocol):
     """One client connection of a :class:`LimitedServer`, which watches it go idle."""
 
@@ -119,7 +173,8 @@ class _Connection(H2Protocol):
         self._streams_seen = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
+        assert isinstance(transport, asyncio.Transport)
+        super().connection_made(_CoalescingTransport(transport))
         assert isinstance(self.handler, _Handler)
         self.handler.processor = self.processor
         closed = getattr(self.connection._connection, "_closed_streams", None)
