@@ -12,9 +12,9 @@ so there one dispatcher plays both):
 - ``woken``: ``redeem(token, wait=10)`` through the second dispatcher is already
   waiting when the first one's tool finishes; timed from the moment the tool is
   released to the moment the redeem returns: the store's notification path
-  (memory: the task itself; Redis: pub/sub; SQLite: the waiter's poll of the
-  row, 20 ms doubling to 250 ms, so the figure depends on when in that schedule
-  the tool ends: the release comes after a random 20-200 ms).
+  (memory: the task itself; Redis: pub/sub; SQLite: the store's watch of
+  ``PRAGMA data_version`` every 5 ms while anything waits; the release comes
+  after a random 20-200 ms).
 
 Prints one JSON line: ``{"stores": {name: {"finished": {...}, "woken": {...}}}}``
 with the median and p99 in microseconds and the sample count.

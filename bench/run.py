@@ -301,23 +301,7 @@ class Bench:
             argv.append("--quick")
         if self.stubs is not None:
             argv += ["--stubs", str(self.stubs.directory)]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        try:
-            done = subprocess.run(
-                self.pinning.server(argv),
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120 if self.quick else 600,
-                check=False,
-                cwd=ROOT,
-            )
-            self.results["inprocess"] = json.loads(done.stdout.strip().splitlines()[-1])
-        except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-            tail = locals().get("done")
-            err = tail.stderr[-500:] if isinstance(tail, subprocess.CompletedProcess) else ""
-            self.results["inprocess"] = {"status": "n/a", "note": f"{exc!r} {err}"}
+        if not self._json_phase(argv, "inprocess"):
             return
         arg = self.results["inprocess"].get("echo_argument")
         if isinstance(arg, str) and arg:
@@ -559,6 +543,11 @@ class Bench:
         """Redeem latency per promise store, in its own process (``bench.redeem``)."""
         self.log("redeem latency per promise store ...")
         argv = [sys.executable, "-m", "bench.redeem", *(["--quick"] if self.quick else [])]
+        self._json_phase(argv, "redeem")
+
+    def _json_phase(self, argv: list[str], key: str) -> bool:
+        """Run a phase that prints its results as one JSON line last, pinned like a
+        server; store them under ``key`` (or why not); whether it worked."""
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         try:
@@ -571,11 +560,13 @@ class Bench:
                 check=False,
                 cwd=ROOT,
             )
-            self.results["redeem"] = json.loads(done.stdout.strip().splitlines()[-1])
+            self.results[key] = json.loads(done.stdout.strip().splitlines()[-1])
         except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
             tail = locals().get("done")
             err = tail.stderr[-500:] if isinstance(tail, subprocess.CompletedProcess) else ""
-            self.results["redeem"] = {"status": "n/a", "note": f"{exc!r} {err}"}
+            self.results[key] = {"status": "n/a", "note": f"{exc!r} {err}"}
+            return False
+        return True
 
     def run_memory(self) -> None:
         idle_count = 200 if self.quick else 1000
