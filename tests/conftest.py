@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,23 +196,36 @@ def start_server(
 ) -> RunningServer:
     """Start HTTP (and optionally gRPC) for ``tools`` on ephemeral ports."""
     config = config or make_config()
-    loop = asyncio.new_event_loop()
-    ready: Future[RunningServer] = Future()
 
-    async def boot() -> RunningServer:
+    async def boot() -> tuple[Dispatcher, HttpServer, Any]:
         from mcplite.auth import auth_from_config  # on when config names tokens (or OAuth)
 
         dispatcher = Dispatcher(tools, config, auth=auth_from_config(config, {}))
         http = HttpServer(dispatcher, config)
         await http.start("127.0.0.1", 0)
         grpc_server = None
-        grpc_port = None
         if grpc:
             from mcplite.grpc.service import GrpcServer
 
             grpc_server = GrpcServer(dispatcher, config)
             await grpc_server.start("127.0.0.1", 0)
-            grpc_port = grpc_server.port
+        return dispatcher, http, grpc_server
+
+    return run_in_thread(boot)
+
+
+def run_in_thread(
+    boot: Callable[[], Awaitable[tuple[Dispatcher, HttpServer, Any]]],
+    name: str = "mcplite-test-server",
+) -> RunningServer:
+    """Run ``boot`` (which starts an HTTP server and maybe a gRPC one) on a new event
+    loop in a daemon thread that goes on serving; the running server."""
+    loop = asyncio.new_event_loop()
+    ready: Future[RunningServer] = Future()
+
+    async def started() -> RunningServer:
+        dispatcher, http, grpc_server = await boot()
+        grpc_port = grpc_server.port if grpc_server is not None else None
         return RunningServer(
             loop, http, dispatcher, thread, http.port, grpc_port=grpc_port, grpc=grpc_server
         )
@@ -220,7 +233,7 @@ def start_server(
     def main() -> None:
         asyncio.set_event_loop(loop)
         try:
-            ready.set_result(loop.run_until_complete(boot()))
+            ready.set_result(loop.run_until_complete(started()))
         except BaseException as exc:
             ready.set_exception(exc)
             return
@@ -228,7 +241,7 @@ def start_server(
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
-    thread = threading.Thread(target=main, name="mcplite-test-server", daemon=True)
+    thread = threading.Thread(target=main, name=name, daemon=True)
     thread.start()
     return ready.result(WAIT)
 

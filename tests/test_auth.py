@@ -33,10 +33,8 @@ import secrets
 import socket
 import ssl
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +52,7 @@ from conftest import (
     call_message,
     make_config,
     rpc_message,
+    run_in_thread,
 )
 from cryptography.hazmat.primitives import serialization
 from grpc_support import Protos, Stub, protos, to_python
@@ -170,10 +169,8 @@ def start_served(
 ) -> Served:
     """HTTP and gRPC of :mod:`auth_tools` on ephemeral ports, auth as ``config`` says
     (started by the same :func:`start_auth` as ``mcplite serve``)."""
-    loop = asyncio.new_event_loop()
-    ready: Future[RunningServer] = Future()
 
-    async def boot() -> RunningServer:
+    async def boot() -> tuple[Dispatcher, HttpServer, GrpcServer]:
         auth = await start_auth(config)
         dispatcher = Dispatcher(auth_tools.tools, config, auth=auth)
         if prepare is not None:
@@ -184,30 +181,9 @@ def start_served(
         await http_server.start("127.0.0.1", 0)
         grpc_server = GrpcServer(dispatcher, config, prompts=auth_tools.prompts)
         await grpc_server.start("127.0.0.1", 0)
-        return RunningServer(
-            loop,
-            http_server,
-            dispatcher,
-            thread,
-            http_server.port,
-            grpc_port=grpc_server.port,
-            grpc=grpc_server,
-        )
+        return dispatcher, http_server, grpc_server
 
-    def main() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            ready.set_result(loop.run_until_complete(boot()))
-        except BaseException as exc:
-            ready.set_exception(exc)
-            return
-        loop.run_forever()
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-    thread = threading.Thread(target=main, name="mcplite-auth-test-server", daemon=True)
-    thread.start()
-    running = ready.result(WAIT)
+    running = run_in_thread(boot, "mcplite-auth-test-server")
     assert running.grpc_port is not None
     if pki is None:
         return Served(running.port, running.grpc_port, running=running)
