@@ -137,11 +137,15 @@ class Registry:
 
     # -- counting (bindings and the core call these) ------------------------
 
-    def request(self, binding: str, status: int | str) -> None:
-        """A request answered: by status; a refusal too when the status says so."""
+    def request(self, binding: str, status: int | str, reason: str | None = None) -> None:
+        """A request answered: by status; a refusal too when the status (or the
+        ``reason`` the binding knows better) says so."""
         key = (binding, str(status))
         self.requests[key] = self.requests.get(key, 0) + 1
-        reason = _HTTP_REASONS.get(status) if isinstance(status, int) else _GRPC_REASONS.get(status)
+        if reason is None:
+            reason = (
+                _HTTP_REASONS.get(status) if isinstance(status, int) else _GRPC_REASONS.get(status)
+            )
         if reason is not None:
             self.refuse(binding, reason)
 

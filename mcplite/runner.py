@@ -49,7 +49,9 @@ def aggregate(parts: list[Any]) -> Any:
 def internal_error(tool: str, exc: BaseException) -> InternalError:
     """Log an unexpected exception with an id; the error sent carries only the id."""
     error_id = secrets.token_hex(6)
-    log.error("tool %r raised (error id %s)", tool, error_id, exc_info=exc)
+    log.error(
+        "tool %r raised (error id %s)", tool, error_id, exc_info=exc, extra={"error_id": error_id}
+    )
     return InternalError(
         f"Internal error in tool '{tool}' (error id {error_id})", {"error_id": error_id}
     )

@@ -84,6 +84,7 @@ import re
 import secrets
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -102,7 +103,8 @@ from ..auth import Auth
 from ..config import Config
 from ..context import Caller, RequestContext
 from ..envelope import Result
-from ..errors import MCPLiteError, ShuttingDown, ToolNotFound
+from ..errors import MCPLiteError, RateLimited, ShuttingDown, ToolNotFound
+from ..logs import ACCESS
 from ..methods import prompt_methods
 from ..metrics import METRICS
 from ..outcomes import Partial
@@ -140,6 +142,14 @@ log = logging.getLogger("mcplite.grpc")
 ERROR_DATA_LIMIT = 2048
 
 _SERVICE = "/mcplite.MCPLite/"
+#: The RPC of each method name the auth checks know it by.
+_RPC_NAMES = {
+    "tools/list": "GetTools",
+    "tools/call": "CallTool",
+    "tools/call/stream": "CallToolStream",
+    "prompts/list": "GetPrompts",
+    "prompts/get": "GetPrompt",
+}
 
 _Handler = Callable[[Stream[Any, Any]], Awaitable[None]]
 _ContextHandler = Callable[[Stream[Any, Any], RequestContext], Awaitable[None]]
@@ -203,10 +213,12 @@ class MCPLiteService:
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         prompts: Prompts | None = None,
+        access_log: bool = False,
     ) -> None:
         if max_message_size < 0:
             raise ValueError("max_message_size must not be negative")
         self._dispatcher = dispatcher
+        self._access_log = access_log
         self._prompts = prompts
         self._prompt_get = None if prompts is None else prompt_methods(prompts)["prompts/get"]
         self._max_message_size = max_message_size
@@ -231,7 +243,7 @@ class MCPLiteService:
                 RawMessage,
             ),
             _SERVICE + "CallToolStream": Handler(
-                self._tracked(self._call_tool_stream, "tools/call"),
+                self._tracked(self._call_tool_stream, "tools/call/stream"),
                 Cardinality.UNARY_STREAM,
                 RawMessage,
                 RawMessage,
@@ -271,13 +283,17 @@ class MCPLiteService:
         """``handler`` refusing calls while draining, counted while it runs, and
         given the request's context (with its caller, once authenticated)."""
 
+        path = _SERVICE + _RPC_NAMES[method]
+
         async def run(stream: Stream[RawMessage, RawMessage]) -> None:
+            t0 = time.perf_counter()
             if self.draining:
+                self._observe(stream, path, "UNAVAILABLE", "shutting_down", t0)
                 raise GRPCError(Status.UNAVAILABLE, "the server is shutting down")
             task = asyncio.current_task()
             assert task is not None
             self._active.add(task)
-            status = "OK"
+            status, reason = "OK", None
             try:
                 context = _context(stream)
                 auth = self._dispatcher.auth
@@ -290,6 +306,8 @@ class MCPLiteService:
                 await handler(stream, context)
             except GRPCError as exc:
                 status = exc.status.name
+                if exc.status is Status.RESOURCE_EXHAUSTED:  # only a message over the limit
+                    reason = "too_large"
                 raise
             except asyncio.CancelledError:
                 status = "CANCELLED"
@@ -299,10 +317,22 @@ class MCPLiteService:
                 await _send_error(stream, ShuttingDown())
             finally:
                 self._active.discard(task)
-                if METRICS.on:
-                    METRICS.request("grpc", getattr(stream, "_mcplite_status", status))
+                status = getattr(stream, "_mcplite_status", status)
+                self._observe(stream, path, status, getattr(stream, "_mcplite_reason", reason), t0)
 
         return run
+
+    def _observe(
+        self, stream: Stream[Any, Any], path: str, status: str, reason: str | None, t0: float
+    ) -> None:
+        """The metrics and the access line of an RPC."""
+        if METRICS.on:
+            METRICS.request("grpc", status, reason)
+        if self._access_log:
+            peer = stream.peer.addr()
+            tool = getattr(stream, "_mcplite_tool", None)
+            elapsed = (time.perf_counter() - t0) * 1000
+            ACCESS.write("grpc", "POST", path, tool, status, elapsed, peer)
 
     # --- handlers ---------------------------------------------------------------
 
@@ -325,6 +355,7 @@ class MCPLiteService:
         self, stream: Stream[RawMessage, RawMessage], context: RequestContext
     ) -> None:
         name, arguments = _decode_request(await self._recv_request(stream))
+        stream._mcplite_tool = name  # type: ignore[attr-defined]  # for the access log
         try:
             result = await self._dispatcher.call(name, arguments, context)
             response = encode_tool_response(result.body, response_meta(result))
@@ -340,6 +371,7 @@ class MCPLiteService:
         self, stream: Stream[RawMessage, RawMessage], context: RequestContext
     ) -> None:
         name, arguments = _decode_request(await self._recv_request(stream))
+        stream._mcplite_tool = name  # type: ignore[attr-defined]  # for the access log
         parts: AsyncIterator[Partial | Result] | None = None
         try:
             parts = self._dispatcher.stream(name, arguments, context)
@@ -440,7 +472,12 @@ class MCPLiteService:
 
     async def _send_unexpected(self, stream: Stream[RawMessage, RawMessage], method: str) -> None:
         error_id = secrets.token_hex(6)
-        log.exception("unexpected error in gRPC %s (error id %s)", method, error_id)
+        log.exception(
+            "unexpected error in gRPC %s (error id %s)",
+            method,
+            error_id,
+            extra={"error_id": error_id},
+        )
         await _send_status(
             stream,
             Status.INTERNAL,
@@ -545,6 +582,8 @@ async def _send_error(stream: Stream[Any, Any], err: MCPLiteError) -> None:
     message = err.message
     if isinstance(err, ToolNotFound):
         message = f"Tool not found: {err.name}"
+    if isinstance(err, RateLimited):
+        stream._mcplite_reason = "rate_limited"  # type: ignore[attr-defined]  # for metrics
     await _send_status(
         stream, Status(err.grpc_status), message, _reason(type(err).__name__), err.data
     )
@@ -557,7 +596,7 @@ async def _send_status(
     reason: str,
     data: Mapping[str, Any] | None,
 ) -> None:
-    stream._mcplite_status = status.name  # type: ignore[attr-defined]  # for the metrics
+    stream._mcplite_status = status.name  # type: ignore[attr-defined]  # for metrics and logs
     metadata: dict[str, str | bytes] = {}
     details = None
     if data:
@@ -680,7 +719,10 @@ class GrpcServer:
     ) -> None:
         self.config = config or Config()
         self.service = MCPLiteService(
-            dispatcher, max_message_size=self.config.grpc_max_message_size, prompts=prompts
+            dispatcher,
+            max_message_size=self.config.grpc_max_message_size,
+            prompts=prompts,
+            access_log=self.config.access_log,
         )
         self._server: LimitedServer | None = None
         self._host = "127.0.0.1"

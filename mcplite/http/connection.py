@@ -517,11 +517,13 @@ class HttpConnection(asyncio.Protocol):
 
     def _log(self) -> None:
         request = self._request
+        binding = "mcp" if self._route == _MCP else "http"
         if request is not None and METRICS.on:
-            METRICS.request("mcp" if self._route == _MCP else "http", self.status)
+            draining = self.status == 503 and self.server.draining
+            METRICS.request(binding, self.status, "shutting_down" if draining else None)
         if request is not None and self.config.access_log:
             ACCESS.write(
-                "http",
+                binding,
                 request.method.decode("latin-1"),
                 request.target.split(b"?", 1)[0].decode("latin-1"),
                 self.tool,
