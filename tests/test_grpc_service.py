@@ -31,6 +31,7 @@ from mcplite import (
     Tools,
     __version__,
 )
+from mcplite.auth import Auth
 from mcplite.grpc import create_server
 from mcplite.grpc.service import ERROR_DATA_KEY, ERROR_DATA_LIMIT, GrpcServer, MCPLiteService
 from mcplite.protobuf import encode_tool_request
@@ -447,7 +448,9 @@ async def test_the_committed_betterproto_client_works(server: ServerThread) -> N
 
 def test_the_service_maps_the_three_spec_methods() -> None:
     class NoDispatcher:
-        def tool_definitions(self) -> list[dict[str, Any]]:
+        auth: Auth | None = None
+
+        def tool_definitions(self, context: Any = None) -> list[dict[str, Any]]:
             return []
 
         async def call(
