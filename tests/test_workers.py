@@ -100,13 +100,32 @@ def pid_over_http(server: ServeProcess, conn: http.client.HTTPConnection | None 
 
 def pids_until(server: ServeProcess, wanted: set[int]) -> set[int]:
     """Calls on new connections, every one answered, until each pid of ``wanted`` has
-    answered (bounded); every pid that answered."""
+    answered (bounded); every pid that answered.
+
+    A worker found is then held busy for a moment (``hold_loop`` on its connection):
+    with one inherited listening socket the idle worker that accepts first would
+    otherwise win every new connection, and the others would never be seen."""
     seen: set[int] = set()
-    for _ in range(MAX_TRIES):
-        seen.add(pid_over_http(server))
-        if wanted <= seen:
-            return seen
-    raise AssertionError(f"after {MAX_TRIES} calls only {seen} answered, wanted {wanted}")
+    held: list[http.client.HTTPConnection] = []
+    try:
+        for _ in range(MAX_TRIES):
+            conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=PROCESS_WAIT)
+            pid = pid_over_http(server, conn)
+            if pid in seen:
+                conn.close()
+                continue
+            seen.add(pid)
+            if wanted <= seen:
+                conn.close()
+                return seen
+            hold = json.dumps(call_message("hold_loop", {"seconds": 1.5}))
+            conn.request("POST", "/mcp-lite/v1/rpc", hold, {"Content-Type": "application/json"})
+            held.append(conn)
+        raise AssertionError(f"after {MAX_TRIES} calls only {seen} answered, wanted {wanted}")
+    finally:
+        for conn in held:
+            conn.getresponse().read()  # the held call's answer
+            conn.close()
 
 
 def gone(pid: int) -> bool:
