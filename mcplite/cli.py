@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         process,
         d,
         grace_help="seconds in-flight calls get after SIGINT/SIGTERM",
-        access_log_help="no log line per HTTP request",
+        access_log_help="no access line per HTTP request or gRPC call",
     )
     process.add_argument(
         "--metrics",
