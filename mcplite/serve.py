@@ -67,19 +67,19 @@ def promise_store(config: Config) -> PromiseStore | None:
         raise ServeError(f"--promise-store: {exc}") from None
 
 
-def resolve_secret(config: Config) -> Config:
+def resolve_secret(
+    config: Config,
+    random_means: str = "using a random one; promise tokens will not survive a restart",
+) -> Config:
     """``config`` with its promise secret settled: ``--secret``, else
     ``$MCPLITE_SECRET``, else a random one (tokens then die with the process: said
-    once, as a warning)."""
+    once, as a warning that ends with ``random_means``)."""
     if config.secret is not None:
         return config
     env = os.environ.get("MCPLITE_SECRET")
     if env:
         return dataclasses.replace(config, secret=env.encode())
-    log.warning(
-        "no promise secret given (--secret or MCPLITE_SECRET): using a random one; "
-        "promise tokens will not survive a restart"
-    )
+    log.warning("no promise secret given (--secret or MCPLITE_SECRET): %s", random_means)
     return dataclasses.replace(config, secret=secrets.token_bytes(32))
 
 

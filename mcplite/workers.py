@@ -33,7 +33,6 @@ import dataclasses
 import logging
 import multiprocessing
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -48,7 +47,7 @@ from ._version import __version__
 from .config import Config
 from .logs import setup_logging
 from .metrics import METRICS, Health, MetricsServer, merge
-from .serve import ServeError
+from .serve import ServeError, resolve_secret
 
 __all__ = [
     "BACKOFF_MAX",
@@ -113,7 +112,11 @@ def run_workers(target: str, config: Config, workers: int, *, log_level: str) ->
             private_dir = tempfile.mkdtemp(prefix="mcplite-workers-")  # mode 0700
             path = os.path.join(os.path.abspath(private_dir), "promises.db")
             config = dataclasses.replace(config, promise_store=f"sqlite:///{path}")
-        config = _shared_secret(config)
+        config = resolve_secret(
+            config,
+            "the supervisor made a random one for its workers; promise tokens die with "
+            "the supervisor",
+        )
         shared = reserved if inherit else None
         return asyncio.run(_Supervisor(target, config, workers, log_level, shared).run())
     finally:
@@ -156,19 +159,6 @@ def _reserve(name: str, host: str, port: int, *, listen: bool) -> socket.socket:
         reason = exc.strerror or str(exc)
         raise ServeError(f"cannot listen for {name} on {host}:{port}: {reason}", 1) from None
     return sock
-
-
-def _shared_secret(config: Config) -> Config:
-    if config.secret is not None:
-        return config
-    env = os.environ.get("MCPLITE_SECRET")
-    if env:
-        return dataclasses.replace(config, secret=env.encode())
-    log.warning(
-        "no promise secret given (--secret or MCPLITE_SECRET): the supervisor made a "
-        "random one for its workers; promise tokens die with the supervisor"
-    )
-    return dataclasses.replace(config, secret=secrets.token_bytes(32))
 
 
 def _ended(exitcode: int | None) -> str:
