@@ -22,10 +22,11 @@ the front and never scans the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -162,6 +163,40 @@ class PromiseStore(Protocol):
         ...
 
 
+class Waiters(dict[bytes, "asyncio.Future[None]"]):
+    """The waits in progress on one store, by promise id: each id has one shared
+    future, set when its record may have changed (the waiters then read it again).
+    Every store keeps its waits so."""
+
+    def future(self, promise_id: bytes) -> asyncio.Future[None]:
+        """The future the waits on ``promise_id`` share (a fresh one once it is set)."""
+        waiter = self.get(promise_id)
+        if waiter is None or waiter.done():
+            waiter = self[promise_id] = asyncio.get_running_loop().create_future()
+        return waiter
+
+    def wake(self, promise_id: bytes) -> None:
+        waiter = self.pop(promise_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def wake_all(self) -> None:
+        waiters = list(self.values())
+        self.clear()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+async def stop_tasks(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
+    """Cancel each task still running and wait for it to end (a store's close)."""
+    for task in tasks:
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 class MemoryStore:
     """The in-memory :class:`PromiseStore` of one process; bounded by ``max_entries``."""
 
@@ -178,7 +213,7 @@ class MemoryStore:
         self._clock = clock
         self._retry_after = retry_after
         self._records: dict[bytes, PromiseRecord] = {}
-        self._waiters: dict[bytes, asyncio.Future[None]] = {}
+        self._waiters = Waiters()
         self._listeners: list[CancelListener] = []
         self._timer: asyncio.TimerHandle | None = None
 
@@ -210,7 +245,7 @@ class MemoryStore:
             return
         record.status = PromiseStatus.DONE
         record.result, record.error = result, error
-        self._wake(promise_id)
+        self._waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         record = self._records.get(promise_id)
@@ -227,9 +262,7 @@ class MemoryStore:
         record = await self.get(promise_id)
         if record.status is not PromiseStatus.RUNNING or timeout <= 0:
             return record
-        waiter = self._waiters.get(promise_id)
-        if waiter is None:
-            waiter = self._waiters[promise_id] = asyncio.get_running_loop().create_future()
+        waiter = self._waiters.future(promise_id)
         # asyncio.wait leaves the shared future alone when this waiter gives up.
         await asyncio.wait((waiter,), timeout=timeout)
         return await self.get(promise_id)
@@ -275,12 +308,7 @@ class MemoryStore:
     def _stop(self, promise_id: bytes) -> None:
         for listener in self._listeners:
             listener(promise_id)
-        self._wake(promise_id)
-
-    def _wake(self, promise_id: bytes) -> None:
-        waiter = self._waiters.pop(promise_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._waiters.wake(promise_id)
 
     def _schedule_sweep(self) -> None:
         # One timer while the store is non-empty, none while it is empty: no task

@@ -58,7 +58,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from ..envelope import Result
 from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
-from ..promises import DEFAULT_LEASE, CancelListener, PromiseRecord, PromiseStatus, worker_lost
+from ..promises import (
+    DEFAULT_LEASE,
+    CancelListener,
+    PromiseRecord,
+    PromiseStatus,
+    Waiters,
+    stop_tasks,
+    worker_lost,
+)
 from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
 
 __all__ = ["RedisStore"]
@@ -202,7 +210,7 @@ class RedisStore:
         self._subscribed: dict[str, int] = {}  # channel -> waiters (the inbox: always 1)
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._sent: dict[str, bool] = {}  # channels whose SUBSCRIBE went out
-        self._waiters: dict[bytes, asyncio.Future[None]] = {}
+        self._waiters = Waiters()
         self._timer: asyncio.TimerHandle | None = None
         self._next_sweep: float | None = None
         self._background: set[asyncio.Task[Any]] = set()
@@ -298,7 +306,7 @@ class RedisStore:
             "" if result is None else dump_result(result),
             "" if error is None else dump_error(error),
         )
-        self._wake(promise_id)
+        self._waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         if self._closed:
@@ -375,9 +383,7 @@ class RedisStore:
                 left = deadline - loop.time()
                 if left <= 0:
                     break
-                waiter = self._waiters.get(promise_id)
-                if waiter is None or waiter.done():
-                    waiter = self._waiters[promise_id] = loop.create_future()
+                waiter = self._waiters.future(promise_id)
                 # Just after the lease would lapse: the key is gone by then unless renewed.
                 recheck = min(left, WAIT_RECHECK, lease_left + LEASE_MARGIN)
                 await asyncio.wait((waiter,), timeout=recheck)
@@ -427,18 +433,11 @@ class RedisStore:
                 await self._redis.delete(*(self._owner_key(o) for o in self._owners))
         except RedisError:
             log.exception("could not resolve the running promises on close")
-        for waiter in self._waiters.values():
-            if not waiter.done():
-                waiter.set_result(None)
-        self._waiters.clear()
+        self._waiters.wake_all()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for task in [*self._background, self._reader, self._listening]:
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await stop_tasks([*self._background, self._reader, self._listening])
         if self._pubsub is not None:
             await self._pubsub.aclose()
         await self._redis.aclose()
@@ -515,12 +514,7 @@ class RedisStore:
             self._mine.discard(promise_id)
             for listener in self._listeners:
                 listener(promise_id)
-            self._wake(promise_id)
-
-    def _wake(self, promise_id: bytes) -> None:
-        waiter = self._waiters.pop(promise_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+            self._waiters.wake(promise_id)
 
     async def _listen(self) -> None:
         """Subscribe to this store's inbox and start the reader (once; others wait)."""
@@ -610,7 +604,7 @@ class RedisStore:
                     if promise_id in self._mine:
                         self._stopped([promise_id])
                 elif channel.startswith(done_prefix):
-                    self._wake(bytes.fromhex(channel[len(done_prefix) :].decode()))
+                    self._waiters.wake(bytes.fromhex(channel[len(done_prefix) :].decode()))
 
     def _schedule_sweep(self, expires_at: float) -> None:
         # One timer, at the earliest expiry of a record created here that no sweep

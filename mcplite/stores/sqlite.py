@@ -40,7 +40,6 @@ made; the event loop only waits for their results.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import sqlite3
@@ -54,7 +53,15 @@ from typing import Any, TypeVar
 
 from ..envelope import Result
 from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
-from ..promises import DEFAULT_LEASE, CancelListener, PromiseRecord, PromiseStatus, worker_lost
+from ..promises import (
+    DEFAULT_LEASE,
+    CancelListener,
+    PromiseRecord,
+    PromiseStatus,
+    Waiters,
+    stop_tasks,
+    worker_lost,
+)
 from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
 
 __all__ = ["CANCEL_POLL", "SQLiteStore"]
@@ -154,7 +161,7 @@ class SQLiteStore:
         self._db: sqlite3.Connection | None = None
         self._closed = False
         self._listeners: list[CancelListener] = []
-        self._waiters: dict[bytes, asyncio.Future[None]] = {}
+        self._waiters = Waiters()
         self._mine: set[bytes] = set()  # running records created through this store
         self._expiries: deque[float] = deque()  # of the records created here, in order
         self._poller: asyncio.Task[None] | None = None
@@ -339,7 +346,7 @@ class SQLiteStore:
         await self._run(
             self._in_write, self._set_status, promise_id, status, result_text, error_text
         )
-        self._wake(promise_id)
+        self._waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         # Queued on the worker thread: it runs before any later call of this store.
@@ -370,9 +377,7 @@ class SQLiteStore:
             left = deadline - loop.time()
             if left <= 0:
                 break
-            waiter = self._waiters.get(promise_id)
-            if waiter is None:
-                waiter = self._waiters[promise_id] = loop.create_future()
+            waiter = self._waiters.future(promise_id)
             self._start_watcher()
             await asyncio.wait((waiter,), timeout=min(pause, left))
             pause = min(pause * 2, WAIT_POLL_MAX)
@@ -405,18 +410,11 @@ class SQLiteStore:
         mine = list(self._mine)
         self._stopped(mine)
         self._closed = True
-        for waiter in self._waiters.values():
-            if not waiter.done():
-                waiter.set_result(None)
-        self._waiters.clear()
+        self._waiters.wake_all()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for task in [*self._background, self._poller, self._watcher]:
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await stop_tasks([*self._background, self._poller, self._watcher])
         self._poller = None
         loop = asyncio.get_running_loop()
         try:
@@ -433,12 +431,7 @@ class SQLiteStore:
             self._mine.discard(promise_id)
             for listener in self._listeners:
                 listener(promise_id)
-            self._wake(promise_id)
-
-    def _wake(self, promise_id: bytes) -> None:
-        waiter = self._waiters.pop(promise_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+            self._waiters.wake(promise_id)
 
     def _start_watcher(self) -> None:
         if self._watcher is None or self._watcher.done():
@@ -456,10 +449,7 @@ class SQLiteStore:
                 if version == last:
                     continue
                 last = version
-                waiters, self._waiters = self._waiters, {}
-                for waiter in waiters.values():
-                    if not waiter.done():
-                        waiter.set_result(None)
+                self._waiters.wake_all()
         except UnknownPromise:  # closed meanwhile
             return
 
