@@ -217,16 +217,17 @@ def start_server(
 def run_in_thread(
     boot: Callable[[], Awaitable[tuple[Dispatcher, HttpServer, Any]]],
     name: str = "mcplite-test-server",
+    kind: type[RunningServer] = RunningServer,
 ) -> RunningServer:
     """Run ``boot`` (which starts an HTTP server and maybe a gRPC one) on a new event
-    loop in a daemon thread that goes on serving; the running server."""
+    loop in a daemon thread that goes on serving; the running server, a ``kind``."""
     loop = asyncio.new_event_loop()
     ready: Future[RunningServer] = Future()
 
     async def started() -> RunningServer:
         dispatcher, http, grpc_server = await boot()
         grpc_port = grpc_server.port if grpc_server is not None else None
-        return RunningServer(
+        return kind(
             loop, http, dispatcher, thread, http.port, grpc_port=grpc_port, grpc=grpc_server
         )
 

@@ -15,13 +15,12 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from conftest import WAIT, RunningServer, make_config
+from conftest import WAIT, RunningServer, make_config, run_in_thread
 from grpc_support import protos
 from sse_client import Event, RawHttp, connect, request_bytes
 from test_stdio import request, stdio_process
@@ -108,43 +107,26 @@ class Served(RunningServer):
 
 def start(*, resources: bool = True, grpc_too: bool = False) -> Served:
     config = make_config()
-    loop = asyncio.new_event_loop()
-    ready: Future[Served] = Future()
     prompts = make_prompts()
     served_resources = make_resources() if resources else None
 
-    async def boot() -> Served:
+    async def boot() -> tuple[Dispatcher, HttpServer, Any]:
         dispatcher = Dispatcher(make_tools(), config)
         http = HttpServer(dispatcher, config, prompts=prompts, resources=served_resources)
         await http.start("127.0.0.1", 0)
-        grpc_server = grpc_port = None
+        grpc_server = None
         if grpc_too:
             from mcplite.grpc.service import GrpcServer
 
             grpc_server = GrpcServer(dispatcher, config)
             await grpc_server.start("127.0.0.1", 0)
-            grpc_port = grpc_server.port
-        served = Served(
-            loop, http, dispatcher, thread, http.port, grpc_port=grpc_port, grpc=grpc_server
-        )
-        served.prompts = prompts
-        served.resources = served_resources
-        return served
+        return dispatcher, http, grpc_server
 
-    def main() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            ready.set_result(loop.run_until_complete(boot()))
-        except BaseException as exc:
-            ready.set_exception(exc)
-            return
-        loop.run_forever()
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-    thread = threading.Thread(target=main, name="mcplite-test-subscriptions", daemon=True)
-    thread.start()
-    return ready.result(WAIT)
+    served = run_in_thread(boot, "mcplite-test-subscriptions", Served)
+    assert isinstance(served, Served)
+    served.prompts = prompts
+    served.resources = served_resources
+    return served
 
 
 @pytest.fixture
