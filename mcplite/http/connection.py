@@ -637,7 +637,9 @@ class HttpConnection(asyncio.Protocol):
             self._send_error(406, refusal, close=False)
             return
         if not (sse_ok and (mcp.may_notify(message, headers) or not json_ok)) or (
-            self._caller is None and not self._admitted(context, message)
+            self._caller is None
+            and self.server.auth is not None
+            and not self._admitted(context, message)
         ):
             # (An anonymous request that will be refused gets its 401 as JSON, not
             # as an event on a 200 stream: the status and challenge must show.)
@@ -702,10 +704,9 @@ class HttpConnection(asyncio.Protocol):
                 call.cancel()  # the client left: stop the tool
 
     def _admitted(self, context: RequestContext, message: Any) -> bool:
-        """Whether auth lets this request through (always, with auth off)."""
+        """Whether auth lets this anonymous request through."""
         auth = self.server.auth
-        if auth is None:
-            return True
+        assert auth is not None
         try:
             auth.admit(context, str(_method(message)))
         except Unauthenticated:
