@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import difflib
 import logging
 import math
 import os
 import secrets
 import socket
-import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from .auth import Auth, ScopePolicy, binding_of
 from .authorize import AllowAll, Policy
@@ -37,14 +37,12 @@ from .errors import InvalidParams, MCPLiteError, Overloaded, PromiseTableFull, T
 from .metrics import METRICS
 from .outcomes import Answer, Failure, Partial, Promised
 from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
-from .runner import Runner, aggregate, internal_error
+from .runner import Runner, aggregate, internal_error, start_task
 from .schema import SchemaError
 from .tokens import TokenSealer
 from .tools import Context, Kind, Progress, Tool, Tools
 
 __all__ = ["Dispatcher", "ToolStream", "aggregate", "start_task"]
-
-T = TypeVar("T")
 
 log = logging.getLogger("mcplite")
 
@@ -95,7 +93,7 @@ class Dispatcher:
         self.runner = Runner(config.sync_workers)
         #: Names this process as the owner of the promises whose tasks it runs.
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
-        self._local: dict[bytes, asyncio.Task[Result | MCPLiteError]] = {}
+        self._local: dict[bytes, _Kept] = {}  # the promised calls this process runs
         self._tools: dict[str, Tool] = {}
         for tool in (*self._system_tools(), *tools):
             if tool.name in self._tools:
@@ -272,41 +270,29 @@ class Dispatcher:
             return Result(outcome, started, (time.perf_counter() - t0) * 1000)
         if deadline == 0 and not await self.promises.has_room():
             raise PromiseTableFull(retry_after=self.config.retry_after)
-        task = start_task(self._kept(tool, args, started, t0))
+        kept = _Kept(self, tool, self.runner.start(tool, args), started, t0)
         del args
+        task = kept.task
         promised = False
         try:
             # ALWAYS (0) means a promise even for a tool that is already done.
             if deadline > 0 and await _wait_done(task, deadline):
-                return _unwrap(task.result())
+                return _unwrap(kept.result())
             record = await self.promises.create(tool.name, self.owner)
             promised = True
-            self._adopt(record, task, progress)
+            self._adopt(record, kept, progress)
             return self._promised(record, started, t0, binding_of(context.caller))
         finally:
-            if not promised and not task.done():
-                task.cancel()  # the caller left, or the store is full: stop the tool
+            if not promised:
+                if not task.done():
+                    task.cancel()  # the caller left, or the store is full: stop the tool
+                elif not task.cancelled():
+                    kept.result()  # read, so that an exception of the tool is logged
 
-    async def _kept(
-        self, tool: Tool, args: dict[str, Any], started: float, t0: float
-    ) -> Result | MCPLiteError:
-        """A promised call: protocol errors are returned, not raised, so a task that
-        nobody awaits never ends in an exception (no callback per pending promise)."""
-        try:
-            outcome = await self.runner.run(tool, args)
-        except MCPLiteError as exc:
-            return exc.with_traceback(None)
-        return Result(outcome, started, (time.perf_counter() - t0) * 1000)
-
-    def _adopt(
-        self,
-        record: PromiseRecord,
-        task: asyncio.Task[Result | MCPLiteError],
-        progress: Progress | None,
-    ) -> None:
+    def _adopt(self, record: PromiseRecord, kept: _Kept, progress: Progress | None) -> None:
         """Keep a promised task in this process and store its outcome when it ends."""
-        promise_id = record.promise_id
-        self._local[promise_id] = task
+        promise_id = kept.promise_id = record.promise_id
+        self._local[promise_id] = kept
         if progress is not None:
             store = self.promises
             if progress.reported:
@@ -315,19 +301,21 @@ class Dispatcher:
                 record.progress = progress.record()
                 store.set_progress(promise_id, record.progress)
             progress.sink = lambda p: store.set_progress(promise_id, p.record())
+        # An empty context: no copy of the caller's per callback (a pending
+        # promise costs its task and the tool's frame, little else).
+        kept.task.add_done_callback(kept.finished, context=_CALLBACKS)
 
-        def finished(task: asyncio.Task[Result | MCPLiteError]) -> None:
-            if task.cancelled():
-                self._local.pop(promise_id, None)
-                return
-            outcome = task.result()
-            if isinstance(outcome, Result):
-                done = self.promises.complete(promise_id, outcome)
-            else:
-                done = self.promises.complete(promise_id, None, outcome)
-            start_task(self._settled(promise_id, done))
-
-        task.add_done_callback(finished)
+    def _finished(self, kept: _Kept) -> None:
+        promise_id = kept.promise_id
+        if kept.stopped():
+            self._local.pop(promise_id, None)
+            return
+        outcome = kept.result()
+        if isinstance(outcome, Result):
+            done = self.promises.complete(promise_id, outcome)
+        else:
+            done = self.promises.complete(promise_id, None, outcome)
+        start_task(self._settled(promise_id, done))
 
     async def _settled(self, promise_id: bytes, done: Coroutine[Any, Any, None]) -> None:
         try:
@@ -337,9 +325,9 @@ class Dispatcher:
 
     def _stop_local(self, promise_id: bytes) -> None:
         """The store says a promise must stop (cancelled or expired): stop our task."""
-        task = self._local.pop(promise_id, None)
-        if task is not None and not task.done():
-            task.cancel()
+        kept = self._local.pop(promise_id, None)
+        if kept is not None and not kept.task.done():
+            kept.task.cancel()
 
     def _promised(self, record: PromiseRecord, started: float, t0: float, bound: bytes) -> Result:
         progress = record.progress
@@ -423,16 +411,17 @@ class Dispatcher:
         promise_id, _ = self.sealer.open(token, bound)
         record = await self.promises.get(promise_id)
         if record.status is PromiseStatus.RUNNING:
-            task = self._local.get(promise_id)
-            if task is not None:  # ours: the task itself says when it is done
+            kept = self._local.get(promise_id)
+            if kept is not None:  # ours: the task itself says when it is done
+                task = kept.task
                 if not task.done() and wait > 0:
                     await _wait_done(task, wait)
                 if task.done():
                     # Read again: a record read before the wait (a copy, from a
                     # shared store) does not show a cancel that stopped the task.
                     record = await self.promises.get(promise_id)
-                    if record.status is PromiseStatus.RUNNING and not task.cancelled():
-                        return _unwrap(task.result())
+                    if record.status is PromiseStatus.RUNNING and not kept.stopped():
+                        return _unwrap(kept.result())
             elif wait > 0:
                 record = await self.promises.wait(promise_id, wait)
         if record.status is PromiseStatus.RUNNING:
@@ -450,8 +439,8 @@ class Dispatcher:
         """Stop the call behind a promise token; False when it had already ended.
         Only the subject that created the promise may (see :meth:`redeem`)."""
         promise_id, _ = self.sealer.open(token, binding_of(context.caller))
-        task = self._local.get(promise_id)
-        if task is not None and task.done() and not task.cancelled():
+        kept = self._local.get(promise_id)
+        if kept is not None and kept.task.done() and not kept.stopped():
             await self.promises.get(promise_id)  # still known?
             return False  # finished; its outcome is on its way to the store
         return await self.promises.request_cancel(promise_id)
@@ -476,11 +465,53 @@ class Dispatcher:
 
     async def close(self) -> None:
         """Cancel promised tasks, close the store and stop the thread pool (shutdown)."""
-        for task in list(self._local.values()):
-            task.cancel()
+        for kept in list(self._local.values()):
+            kept.task.cancel()
         self._local.clear()
         await self.promises.close()
         self.runner.close()
+
+
+#: The context the done callbacks of promised tasks run in (they read no context variable).
+_CALLBACKS = contextvars.Context()
+
+
+class _Kept:
+    """A call this process runs in a task of its own: before its deadline, and
+    after, as a promise (``promise_id`` set once the record exists)."""
+
+    __slots__ = ("_result", "dispatcher", "promise_id", "started", "t0", "task", "tool")
+
+    def __init__(
+        self, dispatcher: Dispatcher, tool: Tool, task: asyncio.Task[Any], started: float, t0: float
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.task = task
+        self.tool = tool
+        self.started = started
+        self.t0 = t0
+        self.promise_id = b""
+        self._result: Result | MCPLiteError | None = None
+
+    def stopped(self) -> bool:
+        """Whether the task was cancelled by request (not by a stray CancelledError)."""
+        return self.task.cancelled() and self.task.cancelling() > 0
+
+    def result(self) -> Result | MCPLiteError:
+        """The call's result or protocol error, read once from the done task
+        (an internal error is logged once, however often it is asked for)."""
+        if self._result is None:
+            try:
+                outcome = self.dispatcher.runner.outcome(self.tool, self.task)
+            except MCPLiteError as exc:
+                self._result = exc.with_traceback(None)
+            else:
+                elapsed = (time.perf_counter() - self.t0) * 1000
+                self._result = Result(outcome, self.started, elapsed)
+        return self._result
+
+    def finished(self, _: asyncio.Task[Any]) -> None:
+        self.dispatcher._finished(self)
 
 
 class _StreamError:
@@ -611,21 +642,6 @@ def _unwrap(outcome: Result | MCPLiteError) -> Result:
     if isinstance(outcome, MCPLiteError):
         raise outcome
     return outcome
-
-
-if sys.version_info >= (3, 12):
-
-    def start_task(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """A task that starts eagerly: a coroutine that finishes without
-        suspending is done before this returns, with no trip through the loop
-        (and with the task set as current, so asyncio.timeout and TaskGroup work)."""
-        return asyncio.Task(coro, loop=asyncio.get_running_loop(), eager_start=True)
-
-else:
-
-    def start_task(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """A task (eager from Python 3.12 on; scheduled on 3.11)."""
-        return asyncio.get_running_loop().create_task(coro)
 
 
 async def _wait_done(fut: asyncio.Future[Any], timeout: float) -> bool:

@@ -19,15 +19,18 @@ import asyncio
 import functools
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import InternalError, MCPLiteError
 from .outcomes import OUTCOME_TYPES, Failure, Outcome, outcome_of
 from .tools import Kind, Tool
 
-__all__ = ["PartSink", "Runner", "aggregate", "being_cancelled", "internal_error"]
+__all__ = ["PartSink", "Runner", "aggregate", "being_cancelled", "internal_error", "start_task"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("mcplite")
 
@@ -57,6 +60,21 @@ def internal_error(tool: str, exc: BaseException) -> InternalError:
     )
 
 
+if sys.version_info >= (3, 12):
+
+    def start_task(coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
+        """A task that starts eagerly: a coroutine that finishes without
+        suspending is done before this returns, with no trip through the loop
+        (and with the task set as current, so asyncio.timeout and TaskGroup work)."""
+        return asyncio.Task(coro, loop=asyncio.get_running_loop(), name=name, eager_start=True)
+
+else:
+
+    def start_task(coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
+        """A task (eager from Python 3.12 on; scheduled on 3.11)."""
+        return asyncio.get_running_loop().create_task(coro, name=name)
+
+
 def being_cancelled() -> bool:
     """Whether the running task was asked to cancel (vs. a stray CancelledError)."""
     task = asyncio.current_task()
@@ -68,6 +86,7 @@ class Runner:
 
     def __init__(self, sync_workers: int | None = None) -> None:
         self._executor = ThreadPoolExecutor(sync_workers, thread_name_prefix="mcplite")
+        self._task_names: dict[str, str] = {}  # one name string per tool, not per task
 
     async def run(self, tool: Tool, args: dict[str, Any], parts: PartSink | None = None) -> Outcome:
         """Run ``tool`` with validated ``args`` to its outcome.
@@ -89,16 +108,39 @@ class Runner:
             else:
                 value = await self._iterate(tool, args, parts)
         except (Exception, asyncio.CancelledError) as exc:
-            return self._settle(tool, exc)
+            return self._settle(tool, exc, being_cancelled())
         return outcome_of(value)
 
-    def _settle(self, tool: Tool, exc: BaseException) -> Outcome:
+    def start(self, tool: Tool, args: dict[str, Any]) -> asyncio.Task[Any]:
+        """Run ``tool`` in a task of its own, for a call that may outlive its
+        caller's request (a promise); read the outcome with :meth:`outcome`.
+
+        An async tool's coroutine *is* the task, with no frame of ours around it:
+        a pending promise holds the tool's frame and the task, nothing more.
+        """
+        name = self._task_names.get(tool.name)
+        if name is None:
+            name = self._task_names[tool.name] = f"mcplite:{tool.name}"
+        if tool.kind is Kind.ASYNC:
+            return start_task(tool.fn(**args), name)
+        return start_task(self.run(tool, args), name)
+
+    def outcome(self, tool: Tool, task: asyncio.Task[Any]) -> Outcome:
+        """The outcome of a task from :meth:`start` that is done: the ladder of
+        :meth:`run`.  ``CancelledError`` when the task was cancelled by request."""
+        try:
+            value = task.result()
+        except (Exception, asyncio.CancelledError) as exc:
+            return self._settle(tool, exc, task.cancelling() > 0)
+        return outcome_of(value)
+
+    def _settle(self, tool: Tool, exc: BaseException, asked_to_cancel: bool) -> Outcome:
         """The exception ladder: a failure is an outcome; everything else raises."""
         if isinstance(exc, Failure):
             return exc
         if isinstance(exc, MCPLiteError):
             raise exc
-        if isinstance(exc, asyncio.CancelledError) and being_cancelled():
+        if isinstance(exc, asyncio.CancelledError) and asked_to_cancel:
             raise exc
         # Anything else, including a CancelledError a tool raised of its own accord.
         raise internal_error(tool.name, exc) from None

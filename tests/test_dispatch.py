@@ -854,6 +854,45 @@ async def test_a_cancelled_error_from_inside_a_tool_nobody_cancelled_is_an_inter
         assert current is not None and current.cancelling() == 0
 
 
+async def test_a_promised_tool_that_fails_unexpectedly_redeems_as_one_logged_internal_error(
+    dispatchers: list[Dispatcher], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A promised call's task runs the tool's own coroutine: the exception ladder is
+    # applied to the finished task, for an exception and for a stray CancelledError.
+    tools = Tools()
+    release = asyncio.Event()
+
+    @tools.tool(promise_after=0)
+    async def crash_later() -> str:
+        await release.wait()
+        raise RuntimeError("after the promise")
+
+    @tools.tool(promise_after=0)
+    async def cancelled_later() -> str:
+        await release.wait()
+        return await cancelled_inside()
+
+    dispatcher = serve(dispatchers, tools)
+    with caplog.at_level(logging.ERROR, logger="mcplite"):
+        tokens = {}
+        for name in ("crash_later", "cancelled_later"):
+            promised = (await dispatcher.call(name, {})).outcome
+            assert isinstance(promised, Promised)
+            tokens[name] = promised.token
+        assert dispatcher.pending_promises == 2
+        release.set()
+        for name, token in tokens.items():
+            with pytest.raises(InternalError) as first:
+                await dispatcher.redeem(token, wait=WAIT)
+            with pytest.raises(InternalError) as again:
+                await dispatcher.redeem(token)
+            assert first.value.data is not None and again.value.data is not None
+            error_id = first.value.data["error_id"]
+            assert again.value.data["error_id"] == error_id, name
+            logged = [r for r in caplog.records if error_id in r.getMessage()]
+            assert len(logged) == 1, name
+
+
 async def test_a_cancelled_error_from_inside_a_streaming_tool_ends_the_stream_with_an_error(
     dispatchers: list[Dispatcher],
 ) -> None:
