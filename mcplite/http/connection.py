@@ -1002,6 +1002,8 @@ class _HeaderView(Mapping[str, str]):
         return len(self._raw)
 
 
-def _headers(raw: Any) -> dict[bytes, bytes]:
-    # h11 lowercases names; a repeated header keeps its last value.
-    return {name: value for name, value in raw}
+def _headers(raw: h11._headers.Headers) -> dict[bytes, bytes]:
+    # h11 lowercases names; a repeated header keeps its last value.  Read from
+    # h11's own list (private; h11 is pinned below 0.17): iterating the Headers
+    # sequence builds a tuple per header through the Sequence ABC, ~0.25 µs each.
+    return {name: value for _, name, value in raw._full_items}
