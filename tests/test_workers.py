@@ -4,6 +4,7 @@ store, restarted when they die, drained and gone when the supervisor is stopped.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import PROCESS_WAIT, ROOT, ServeProcess, call_message, serve_process, subprocess_env
 
-from mcplite.client import Client
+from mcplite.client import Client, Response
 from mcplite.workers import restart_delay
 
 pytestmark = pytest.mark.skipif(
@@ -154,12 +155,27 @@ def test_two_workers_answer_http_on_one_port(workers: ServeProcess) -> None:
 async def test_two_workers_answer_grpc_on_one_port(workers: ServeProcess) -> None:
     pids = set(worker_pids(workers))
     seen: set[int] = set()
-    for _ in range(MAX_TRIES):
-        # A new client is a new connection, which the kernel may give to either worker.
-        async with Client(f"grpc://127.0.0.1:{workers.grpc_port}", timeout=PROCESS_WAIT) as c:
-            seen.add(int((await c.call("pid")).text))
-        if seen == pids:
-            break
+    # As pids_until does over HTTP: a worker found is held busy for a moment, or with
+    # one inherited listening socket the idle worker that accepts first wins every time.
+    held: list[tuple[Client, asyncio.Task[Response]]] = []
+    try:
+        for _ in range(MAX_TRIES):
+            # A new client is a new connection, which the kernel may give to either worker.
+            client = Client(f"grpc://127.0.0.1:{workers.grpc_port}", timeout=PROCESS_WAIT)
+            pid = int((await client.call("pid")).text)
+            found = pid not in seen
+            seen.add(pid)
+            if seen == pids or not found:
+                await client.aclose()
+                if seen == pids:
+                    break
+                continue
+            hold = asyncio.create_task(client.call("hold_loop", {"seconds": 1.5}))
+            held.append((client, hold))
+    finally:
+        for client, hold in held:
+            await asyncio.wait_for(hold, PROCESS_WAIT)  # the held call's answer
+            await client.aclose()
     assert seen == pids
 
 
