@@ -33,7 +33,14 @@ from .authorize import AllowAll, Policy
 from .config import Config
 from .context import IN_PROCESS, RequestContext
 from .envelope import Result
-from .errors import InvalidParams, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
+from .errors import (
+    InternalError,
+    InvalidParams,
+    MCPLiteError,
+    Overloaded,
+    PromiseTableFull,
+    ToolNotFound,
+)
 from .metrics import METRICS
 from .outcomes import Answer, Failure, Partial, Promised
 from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
@@ -315,11 +322,37 @@ class Dispatcher:
             done = self.promises.complete(promise_id, outcome)
         else:
             done = self.promises.complete(promise_id, None, outcome)
-        start_task(self._settled(promise_id, done))
+        start_task(self._settled(kept, done))
 
-    async def _settled(self, promise_id: bytes, done: Coroutine[Any, Any, None]) -> None:
+    async def _settled(self, kept: _Kept, done: Coroutine[Any, Any, None]) -> None:
+        promise_id = kept.promise_id
         try:
             await done
+        except Exception as exc:
+            # A result the store cannot encode, or a store that is down: the promise
+            # must not look as if the call were still running until it expires.
+            error_id = secrets.token_hex(6)
+            name = kept.tool.name
+            log.error(
+                "could not store the outcome of a promised call of %r (error id %s)",
+                name,
+                error_id,
+                exc_info=exc,
+                extra={"error_id": error_id},
+            )
+            error = InternalError(
+                f"Internal error: the outcome of tool '{name}' could not be stored "
+                f"(error id {error_id})",
+                {"error_id": error_id},
+            )
+            try:
+                await self.promises.complete(promise_id, None, error)
+            except Exception:
+                log.error(
+                    "the promise store refused the error too (error id %s): the promise "
+                    "stays pending until it expires",
+                    error_id,
+                )
         finally:
             self._local.pop(promise_id, None)
 

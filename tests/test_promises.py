@@ -24,6 +24,7 @@ import struct
 import time
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,6 +60,7 @@ from mcplite import (
     UnknownPromise,
 )
 from mcplite.errors import PromiseTableFull
+from mcplite.stores.sqlite import SQLiteStore
 from mcplite.tokens import TokenSealer
 
 OLD_SECRET = b"old-secret-0123456789abcdefghij"
@@ -962,3 +964,30 @@ def test_an_infinite_promise_ttl_is_refused_since_tokens_must_expire() -> None:
         make_config(promise_ttl=math.inf)
     with pytest.raises(ValueError, match="promise_ttl"):
         make_config(promise_ttl=0)
+
+
+async def test_a_promised_result_the_store_cannot_take_resolves_to_an_internal_error(
+    dispatchers: list[Dispatcher], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A shared store encodes results as JSON: a dict with tuple keys has no form.
+    # The promise must end (with an error that says so), not stay "running" until
+    # its token expires.
+    tools = Tools()
+
+    @tools.tool(promise_after=ALWAYS)
+    async def tuple_keys() -> dict[Any, str]:
+        return {(1, 2): "JSON has no form for this key"}
+
+    store = SQLiteStore(tmp_path / "promises.sqlite3", ttl=600.0, max_entries=100)
+    owner = serve_on(dispatchers, tools, store)
+    other = serve_on(dispatchers, tools, store)  # another process, as far as promises go
+    token = token_of(await owner.call("tuple_keys", {}))
+    with caplog.at_level(logging.ERROR, logger="mcplite"), pytest.raises(InternalError) as caught:
+        await other.redeem(token, wait=WAIT)
+    assert caught.value.data is not None
+    error_id = caught.value.data["error_id"]
+    assert "could not be stored" in caught.value.message
+    logged = [r for r in caplog.records if error_id in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+    with pytest.raises(InternalError):  # the owner, too, answers from the store now
+        await owner.redeem(token)
