@@ -41,6 +41,7 @@ from ..mcp.server import McpReply
 from ..metrics import METRICS
 from ..outcomes import Partial
 from . import sse
+from .heads import ServerConnection
 
 if TYPE_CHECKING:
     from .server import HttpServer
@@ -95,7 +96,7 @@ class HttpConnection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         # See _on_request for how the head limit is applied.
-        self.conn = h11.Connection(
+        self.conn = ServerConnection(
             h11.SERVER, max_incomplete_event_size=max(0, config.max_header_size - 1)
         )
         self.task: asyncio.Task[None] | None = None
