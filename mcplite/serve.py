@@ -292,6 +292,12 @@ async def _listen(
 #: File descriptors kept out of the connection caps: the listeners, the event loop,
 #: logs, files that tools open, and connections accepted only to be refused.
 FD_RESERVE = 32
+#: Connections one listener accepts in one turn of the event loop.  asyncio's accept
+#: loop would take up to ``backlog`` (1,024 for both bindings) in one turn, each
+#: an open file descriptor before any cap can refuse it, and a refused one is closed
+#: only a few turns later: a burst of connections beyond the caps would then run
+#: past FD_RESERVE into EMFILE.  The rest wait in the kernel's queue for the next turn.
+ACCEPTS_PER_TURN = 16
 #: accept() errors meaning "out of file descriptors or memory", after which asyncio
 #: stops accepting on that listener for a second.
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -331,7 +337,10 @@ def fit_connections_to_fd_limit(config: Config, fd_limit: int | None) -> Config:
     total = http_cap + grpc_cap
     if fd_limit is None or not total:
         return config
-    budget = fd_limit - _open_fds() - max(FD_RESERVE, fd_limit // 8)
+    # Reserved too: what the listeners may have accepted beyond the caps in the
+    # turns before a refused connection's descriptor is closed (about four).
+    reserve = max(FD_RESERVE, fd_limit // 8) + 4 * ACCEPTS_PER_TURN
+    budget = fd_limit - _open_fds() - reserve
     if total <= budget:
         return config
     if budget < (http_cap > 0) + (grpc_cap > 0):
@@ -359,10 +368,12 @@ def fit_connections_to_fd_limit(config: Config, fd_limit: int | None) -> Config:
 
 #: Listening sockets whose accept() just failed for lack of resources.
 _failed_accepts: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+_accepted: weakref.WeakKeyDictionary[socket.socket, int] = weakref.WeakKeyDictionary()
 
 
 class _Listener(socket.socket):
-    """A listening socket that ends asyncio's accept loop at the first EMFILE.
+    """A listening socket that ends asyncio's accept loop at the first EMFILE, and
+    after :data:`ACCEPTS_PER_TURN` connections.
 
     On such an error asyncio (3.11-3.13) pauses the listener for a second but goes
     on calling accept() up to ``backlog`` times in the same turn, logging the error
@@ -377,6 +388,12 @@ class _Listener(socket.socket):
         if self in _failed_accepts:
             _failed_accepts.discard(self)
             raise BlockingIOError(errno.EAGAIN, "accepting paused")
+        taken = _accepted.get(self, 0)
+        if taken >= ACCEPTS_PER_TURN:
+            raise BlockingIOError(errno.EAGAIN, "the rest in the next turn")
+        if not taken:  # the count starts again in the next turn
+            asyncio.get_running_loop().call_soon(_accepted.pop, self, None)
+        _accepted[self] = taken + 1
         try:
             return super().accept()
         except OSError as exc:
