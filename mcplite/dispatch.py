@@ -34,7 +34,6 @@ from .config import Config
 from .context import IN_PROCESS, RequestContext
 from .envelope import Result
 from .errors import (
-    InternalError,
     InvalidParams,
     MCPLiteError,
     Overloaded,
@@ -331,27 +330,14 @@ class Dispatcher:
         except Exception as exc:
             # A result the store cannot encode, or a store that is down: the promise
             # must not look as if the call were still running until it expires.
-            error_id = secrets.token_hex(6)
-            name = kept.tool.name
-            log.error(
-                "could not store the outcome of a promised call of %r (error id %s)",
-                name,
-                error_id,
-                exc_info=exc,
-                extra={"error_id": error_id},
-            )
-            error = InternalError(
-                f"Internal error: the outcome of tool '{name}' could not be stored "
-                f"(error id {error_id})",
-                {"error_id": error_id},
-            )
+            error = internal_error(kept.tool.name, exc, "its outcome could not be stored")
             try:
                 await self.promises.complete(promise_id, None, error)
             except Exception:
                 log.error(
-                    "the promise store refused the error too (error id %s): the promise "
-                    "stays pending until it expires",
-                    error_id,
+                    "the promise store refused the error too (%s): the promise stays "
+                    "pending until it expires",
+                    error.message,
                 )
         finally:
             self._local.pop(promise_id, None)

@@ -49,14 +49,21 @@ def aggregate(parts: list[Any]) -> Any:
     return list(parts)
 
 
-def internal_error(tool: str, exc: BaseException) -> InternalError:
-    """Log an unexpected exception with an id; the error sent carries only the id."""
+def internal_error(tool: str, exc: BaseException, why: str | None = None) -> InternalError:
+    """Log an unexpected exception with an id; the error sent carries only the id
+    (and ``why``, when it is not that the tool raised)."""
     error_id = secrets.token_hex(6)
     log.error(
-        "tool %r raised (error id %s)", tool, error_id, exc_info=exc, extra={"error_id": error_id}
+        "tool %r %s (error id %s)",
+        tool,
+        why or "raised",
+        error_id,
+        exc_info=exc,
+        extra={"error_id": error_id},
     )
+    said = f": {why}" if why else ""
     return InternalError(
-        f"Internal error in tool '{tool}' (error id {error_id})", {"error_id": error_id}
+        f"Internal error in tool '{tool}'{said} (error id {error_id})", {"error_id": error_id}
     )
 
 
