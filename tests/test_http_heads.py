@@ -12,6 +12,7 @@ not only h11 agreeing with itself.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import h11
@@ -21,7 +22,7 @@ from h11._receivebuffer import ReceiveBuffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcplite.http.heads import ServerConnection, fast_request, read_request
+from mcplite.http.heads import _FIELD_VALUE, ServerConnection, fast_request, read_request
 
 METHODS = [b"POST", b"GET", b"HEAD", b"M-SEARCH", b"PO ST", b"P\x00", b"", b"G\xc3\xa9T"]
 TARGETS = [b"/mcp", b"/mcp-lite/v1/rpc?x=1", b"*", b"/a b", b"/\x7f", b"", b"/\xff"]
@@ -99,7 +100,7 @@ valid_line = st.tuples(
     st.one_of(st.sampled_from([n for n in NAMES if n not in (b"Bad Name", b"", b"X\x7f")]), token),
     st.sampled_from([b":", b": ", b":\t", b":  "]),
     field_value,
-    st.sampled_from([b"", b"", b" ", b"\t"]),
+    st.sampled_from([b"", b"", b"", b"", b"", b" ", b"\t"]),  # trailing OWS: h11's reader
 ).map(lambda t: b"".join(t) + b"\r\n")
 valid = st.tuples(
     st.one_of(st.sampled_from([b"POST", b"GET", b"M-SEARCH"]), token),
@@ -112,11 +113,29 @@ valid = st.tuples(
     st.sampled_from([b"", b"hello", b"POST / HTTP/1.1\r\nHost: a\r\n\r\n"]),
 ).map(b"".join)
 
+# ...and exactly the heads the fast path is for, so that it is exercised widely.
+clean_value = st.text("abcXYZ019 :;,/=\"-\t", max_size=12).map(lambda v: v.strip(" \t").encode())
+typical = st.tuples(
+    st.sampled_from([b"POST", b"GET", b"DELETE"]),
+    st.sampled_from([b" /mcp", b" /mcp-lite/v1/rpc?x=1", b" /a%20b"]),
+    st.just(b" HTTP/1.1\r\n"),
+    st.lists(
+        st.tuples(token, st.sampled_from([b":", b": ", b":\t"]), clean_value).map(
+            lambda t: b"".join(t) + b"\r\n"
+        ),
+        max_size=6,
+    ).map(b"".join),
+    st.sampled_from([b"Host: 127.0.0.1:8080\r\n", b"host:h\r\n"]),
+    st.sampled_from([b"", b"Content-Length: 5\r\n", b"content-length:0\r\n"]),
+    st.just(b"\r\n"),
+    st.sampled_from([b"", b"hello", b"POST / HTTP/1.1\r\nHost: a\r\n\r\n"]),
+).map(b"".join)
+
 
 @st.composite
 def mutated(draw: st.DrawFn) -> bytes:
     """...and the same with one byte changed, added or taken away."""
-    head = draw(valid)
+    head = draw(st.one_of(valid, typical))
     at = draw(st.integers(min_value=0, max_value=len(head)))
     byte = draw(st.sampled_from([b" ", b"\t", b"\r", b"\n", b"\x00", b":", b"\x7f", b"\xff", b","]))
     how = draw(st.sampled_from(["replace", "insert", "delete"]))
@@ -127,7 +146,7 @@ def mutated(draw: st.DrawFn) -> bytes:
     return head[:at] + head[at + 1 :]
 
 
-heads = st.one_of(valid, mutated(), noise)
+heads = st.one_of(valid, typical, mutated(), noise)
 
 
 def outcome(reader: Any, data: bytes) -> tuple[Any, ...]:
@@ -165,7 +184,7 @@ def simple_heads() -> list[bytes]:
         b"Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n"
         b"Mcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: 200\r\n\r\n",
         b"GET /.well-known/oauth-protected-resource HTTP/1.1\r\nhost:x\r\n\r\n",
-        b"POST /x HTTP/1.1\r\nHost: h\r\nX-Empty:\r\nX-Spaces: \t a  b \t\r\n"
+        b"POST /x HTTP/1.1\r\nHost: h\r\nX-Empty:\r\nX-Blank: \t\r\nX-Spaces: \t a  b\r\n"
         b"X-High: \xff\xfe\r\nContent-Length: 0\r\n\r\n",
     ]
 
@@ -190,6 +209,8 @@ def test_the_heads_clients_send_take_the_fast_path_and_read_the_same(head: bytes
         b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: h \r\n\r\n",  # whitespace after a value
+        b"POST / HTTP/1.1\r\nHost: h\r\nHost: h\r\n\r\n",  # two Hosts: h11 refuses
         b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: " + b"1" * 21 + b"\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: h\r\n",  # incomplete
     ],
@@ -200,6 +221,17 @@ def test_other_heads_are_left_to_h11(head: bytes) -> None:
     assert fast_request(buf) is None
     assert bytes(buf) == head  # untouched for h11's reader
     assert outcome(read_request, head) == outcome(maybe_read_from_IDLE_client, head)
+
+
+def test_a_header_value_is_what_h11s_grammar_says_on_every_byte() -> None:
+    from h11._abnf import OWS, field_content
+
+    h11_value = re.compile(f"{OWS}(?:{field_content})?{OWS}".encode("ascii"))
+    ours = re.compile(_FIELD_VALUE.encode("ascii"))
+    for byte in range(256):
+        for value in (bytes([byte]), b"a" + bytes([byte]) + b"b", b" a\t" + bytes([byte])):
+            expected = h11_value.fullmatch(value) is not None
+            assert (ours.fullmatch(value) is not None) == expected, value
 
 
 def events(conn: h11.Connection, chunks: list[bytes]) -> list[Any]:

@@ -35,12 +35,24 @@ __all__ = ["ServerConnection", "read_request"]
 #: The most digits h11 takes in a Content-Length (h11._headers.CONTENT_LENGTH_MAX_DIGITS).
 _MAX_LENGTH_DIGITS = 20
 
+#: What may follow "name:" on a header line.  h11's grammar says
+#: ``OWS [field-content] OWS`` with field-content =
+#: ``field-vchar+ ([ \t]+ field-vchar+)*`` and field-vchar = ``[^\x00\s]``: any
+#: run of field-vchars, spaces and tabs, which this one class says (and the
+#: regex engine checks without backtracking).  ``tests/test_http_heads.py``
+#: checks both on every byte.
+_FIELD_VALUE = "[^\x00\n\r\x0b\x0c]*"
 #: A whole head: the request line, header lines, the blank line (h11's grammar,
 #: with HTTP/1.1 only and no capture inside a header line).
-_LINE = f"{_abnf.field_name}:{_abnf.OWS}(?:{_abnf.field_content})?{_abnf.OWS}\r\n"
+_LINE = f"{_abnf.field_name}:{_FIELD_VALUE}\r\n"
 _HEAD = re.compile(
     f"({_abnf.method}) ({_abnf.request_target}) HTTP/1\\.1\r\n((?:{_LINE})*)\r\n".encode("ascii")
 )
+#: One header line of a head _HEAD matched: the name and the value (which keeps
+#: any whitespace after it).
+_FIELD = re.compile(b"([^:]+):[ \t]*([^\r]*)\r\n")
+_new_request = object.__new__
+_set = object.__setattr__
 
 
 def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
@@ -58,25 +70,38 @@ def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
     if match is None:
         return None
     method, target, lines = match.groups()  # copies: the buffer changes below
-    items: list[tuple[bytes, bytes, bytes]] = []
-    length = None
-    for line in lines.split(b"\r\n")[:-1]:
-        raw, _, value = line.partition(b":")
-        name = raw.lower()
-        value = value.strip(b" \t")
-        if name == b"content-length":
-            # h11 also takes "5, 5" and repeated equal lengths: those are its to read.
-            if length is not None or not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
-                return None
-            length = value
-        elif name == b"transfer-encoding":
+    # Names at line starts, lowercased, to count: each line is "name:" then a
+    # value without CR or LF (the match above), so "\r\nname:" finds exactly
+    # the header lines of that name.
+    names = b"\r\n" + lines.lower()
+    if names.count(b"\r\nhost:") != 1 or b"\r\ntransfer-encoding:" in names:
+        return None  # h11's to refuse (no Host, two) or to frame (chunked)
+    fields = _FIELD.findall(lines)
+    if (b" \r\n" in lines or b"\t\r\n" in lines) and any(
+        value.endswith((b" ", b"\t")) for _, value in fields
+    ):
+        return None  # whitespace after a value (rare): h11 strips it
+    lengths = names.count(b"\r\ncontent-length:")
+    items = [(raw, raw.lower(), value) for raw, value in fields]
+    if lengths:
+        # h11 also takes "5, 5" and repeated equal lengths: those are its to read.
+        if lengths > 1:
             return None
-        items.append((raw, name, value))
-    buf._extract(end + 4)  # before the checks below, as h11's reader does
-    # h11's constructor: raises, as h11's reader would, for a missing or repeated Host.
-    return h11.Request(
-        method=method, target=target, headers=Headers(items), http_version=b"1.1", _parsed=True
-    )
+        for _, name, value in items:
+            if name == b"content-length":
+                if not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
+                    return None
+                break
+    buf._extract(end + 4)
+    # The event h11's reader would build (Request(..., _parsed=True)), without
+    # its checks: Host was counted above, and the method and target matched
+    # h11's own patterns (h11._abnf) in _HEAD.
+    request = _new_request(h11.Request)
+    _set(request, "method", method)
+    _set(request, "target", target)
+    _set(request, "headers", Headers(items))
+    _set(request, "http_version", b"1.1")
+    return request
 
 
 def read_request(buf: ReceiveBuffer) -> h11.Request | None:
