@@ -482,6 +482,13 @@ class Dispatcher:
         """Log an unexpected exception with an id; the error sent carries only the id."""
         return internal_error(tool, exc)
 
+    def not_json(self, tool: str, exc: BaseException, what: str = "result") -> MCPLiteError:
+        """A tool's result (or part) JSON cannot hold (NaN, bytes, a cycle): an
+        internal error, logged with its id, that says so."""
+        error = internal_error(tool, exc)
+        error.message = f"The tool's {what} is not valid JSON: {exc}"
+        return error
+
     async def close(self) -> None:
         """Cancel promised tasks, close the store and stop the thread pool (shutdown)."""
         for kept in list(self._local.values()):

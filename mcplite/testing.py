@@ -54,8 +54,7 @@ class DispatcherTransport:
         try:
             return decode(encode(value))
         except (TypeError, ValueError) as exc:
-            error = self.dispatcher.internal_error(name, exc)
-            error.message = f"The tool's result is not valid JSON: {exc}"
+            error = self.dispatcher.not_json(name, exc)
             raise _rpc_error(error) from None
 
     async def list_tools(self, timeout: float) -> list[dict[str, Any]]:

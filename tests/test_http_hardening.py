@@ -116,6 +116,13 @@ def make_tools(probe: Probe) -> Tools:
         return {"data": b"\x00\x01"}
 
     @tools.tool(promise_after=math.inf)
+    async def circular() -> dict[str, Any]:
+        """A result that contains itself."""
+        loop: dict[str, Any] = {}
+        loop["self"] = loop
+        return loop
+
+    @tools.tool(promise_after=math.inf)
     async def crash() -> str:
         """Raise an unexpected exception."""
         raise RuntimeError("boom")
@@ -661,15 +668,16 @@ def test_a_batch_member_whose_result_is_not_json_is_the_only_error(server: Runni
         call_message("not_a_number", request_id=2),
         call_message("echo", {"text": "three"}, 3),
         call_message("raw_bytes", request_id=4),
+        call_message("circular", request_id=5),
         notification("not_a_number"),
     ]
     status, _, body = server.post("/rpc", batch)
     assert status == 200
     replies = json.loads(body)
-    assert [r["id"] for r in replies] == [1, 2, 3, 4]
+    assert [r["id"] for r in replies] == [1, 2, 3, 4, 5]
     assert text_of(replies[0]) == "one"
     assert text_of(replies[2]) == "three"
-    for bad in (replies[1], replies[3]):
+    for bad in (replies[1], replies[3], replies[4]):
         assert "result" not in bad
         assert bad["error"]["code"] == -32603
         assert "not valid JSON" in bad["error"]["message"]

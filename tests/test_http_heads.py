@@ -114,7 +114,7 @@ valid = st.tuples(
 ).map(b"".join)
 
 # ...and exactly the heads the fast path is for, so that it is exercised widely.
-clean_value = st.text("abcXYZ019 :;,/=\"-\t", max_size=12).map(lambda v: v.strip(" \t").encode())
+clean_value = st.text('abcXYZ019 :;,/="-\t', max_size=12).map(lambda v: v.strip(" \t").encode())
 typical = st.tuples(
     st.sampled_from([b"POST", b"GET", b"DELETE"]),
     st.sampled_from([b" /mcp", b" /mcp-lite/v1/rpc?x=1", b" /a%20b"]),

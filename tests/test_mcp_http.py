@@ -74,6 +74,18 @@ def make_tools(gates: Gates) -> Tools:
         return text
 
     @tools.tool
+    async def circular() -> dict[str, Any]:
+        """A result that contains itself: JSON cannot hold it."""
+        loop: dict[str, Any] = {}
+        loop["self"] = loop
+        return loop
+
+    @tools.tool
+    async def not_a_number() -> dict[str, float]:
+        """Another result JSON cannot hold."""
+        return {"ratio": float("nan")}
+
+    @tools.tool
     async def count(steps: int = 3, ctx: Context | None = None) -> str:
         """Report progress once per step, then finish."""
         assert ctx is not None
@@ -360,6 +372,8 @@ def test_tools_list_carries_result_type_caching_hints_and_only_the_users_tools(
     names = [tool["name"] for tool in result["tools"]]
     assert names == [
         "echo",
+        "circular",
+        "not_a_number",
         "count",
         "hold",
         "needs_sampling",
@@ -546,6 +560,15 @@ def test_an_unknown_tool_is_invalid_params(server: RunningServer) -> None:
     status, reply = exchange(server, message)
     error = assert_error(status, reply, 400, -32602, 55)
     assert "no_such_tool" in error["message"]
+
+
+@pytest.mark.parametrize("tool", ["circular", "not_a_number"])
+def test_a_result_json_cannot_hold_is_an_internal_error(server: RunningServer, tool: str) -> None:
+    message = modern_message("tools/call", {"name": tool, "arguments": {}}, "bad")
+    status, reply = exchange(server, message)
+    error = assert_error(status, reply, 200, -32603, "bad")  # the official table: 200
+    assert "not valid JSON" in error["message"], error
+    assert modern(server, "tools/call", {"name": "echo", "arguments": {"text": "still here"}})
 
 
 def test_invalid_arguments_are_invalid_params(server: RunningServer) -> None:

@@ -727,8 +727,7 @@ class HttpConnection(asyncio.Protocol):
         try:
             body = encode(reply.body)
         except (TypeError, ValueError) as exc:  # a result JSON cannot hold (NaN, bytes)
-            error = self.server.dispatcher.internal_error("(result encoding)", exc)
-            error.message = f"The tool's result is not valid JSON: {exc}"
+            error = self.server.dispatcher.not_json("(result encoding)", exc)
             body = JsonRpc.error_bytes(reply.body.get("id"), error)
         self._send(reply.status, _JSON, body)
 
@@ -802,10 +801,8 @@ class HttpConnection(asyncio.Protocol):
                     else:
                         frame = sse.frame_json("done", item.to_json())
                 except (TypeError, ValueError) as exc:
-                    error = self.server.dispatcher.internal_error(stream.tool.name, exc)
-                    error.message = (
-                        f"The tool's {'part' if is_part else 'result'} is not valid JSON: {exc}"
-                    )
+                    what = "part" if is_part else "result"
+                    error = self.server.dispatcher.not_json(stream.tool.name, exc, what)
                     frame = sse.frame_json("error", error.to_jsonrpc())
                     is_part = False
                 await self._write_event(frame)

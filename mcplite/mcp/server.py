@@ -694,7 +694,10 @@ class McpServer:
         outcome = result.outcome
         if request.modern and isinstance(outcome, Elicitation | InputRequired):
             return self._input_required(name, outcome, request.capabilities, context)
-        return call_result(result)
+        try:
+            return call_result(result)
+        except (TypeError, ValueError) as exc:  # plain data JSON cannot hold: NaN, a cycle
+            raise self.dispatcher.not_json(name, exc) from None
 
     async def _run(self, name: str, arguments: Any, context: RequestContext) -> Result:
         """One run of a tool; a declined elicitation ends it without running."""
