@@ -262,7 +262,9 @@ class Bench:
                 ports.append(grpc_port)
             else:
                 argv.append("--no-grpc")
-            argv += ["--no-access-log", *extra]
+            # The access log stays on (the default, and what issue 16 measures):
+            # its lines go to the server's log file, like any deployment's.
+            argv += extra
             server = self.new_server(name, argv, ports)
             server.http_port, server.grpc_port = http_port, grpc_port
             return server
