@@ -161,6 +161,8 @@ class StreamReply(NamedTuple):
 
 def _check_id(message: dict[str, Any]) -> Any:
     request_id = message.get("id", _MISSING)
+    if type(request_id) is int or type(request_id) is str:  # the usual ids, checked first
+        return request_id
     if request_id is _MISSING or request_id is None:
         return request_id
     if isinstance(request_id, bool) or not isinstance(request_id, str | int | float):

@@ -624,13 +624,9 @@ class HttpConnection(asyncio.Protocol):
             self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
             return
         mcp = self.server.mcp
-        # The MCP headers the checks read, decoded once (the rest stay bytes until asked).
-        headers = {
-            name.decode("latin-1"): value.decode("latin-1")
-            for name, value in self._headers.items()
-            if name.startswith(b"mcp-")
-        }
-        context = RequestContext("mcp", self._peer, _HeaderView(self._headers), self._caller)
+        # The MCP checks read a few headers by name: decoded when read.
+        headers = _HeaderView(self._headers)
+        context = RequestContext("mcp", self._peer, headers, self._caller)
         self.tool = _mcp_target(message)
         if not sse_ok and _method(message) == "subscriptions/listen":  # always a stream
             self.status = 406
@@ -644,7 +640,7 @@ class HttpConnection(asyncio.Protocol):
         ):
             # (An anonymous request that will be refused gets its 401 as JSON, not
             # as an event on a 200 stream: the status and challenge must show.)
-            self._mcp_reply(await mcp.handle(message, context, headers))
+            self._mcp_reply(await mcp.handle(message, context, headers, fresh=True))
             return
         pending: list[dict[str, Any]] = []
         wake = asyncio.Event()
@@ -667,7 +663,9 @@ class HttpConnection(asyncio.Protocol):
         def notify(method: str, params: dict[str, Any]) -> None:
             send_any_thread({"jsonrpc": "2.0", "method": method, "params": params})
 
-        call = self.loop.create_task(mcp.handle(message, context, headers, notify, send=send))
+        call = self.loop.create_task(
+            mcp.handle(message, context, headers, notify, send=send, fresh=True)
+        )
         try:
             await asyncio.wait(
                 (call, self.loop.create_task(wake.wait())), return_when="FIRST_COMPLETED"
@@ -981,6 +979,10 @@ def _retry_after(seconds: float) -> tuple[bytes, bytes]:
     return (b"retry-after", b"%d" % max(1, round(seconds)))
 
 
+#: Header names as asked for (``str``) to the keys h11 gives (lowercase bytes).
+_HEADER_KEYS: dict[str, bytes] = {}
+
+
 class _HeaderView(Mapping[str, str]):
     """A request's headers as the core sees them (lowercase ``str`` names and
     values), decoded only when asked for: most calls never look."""
@@ -992,6 +994,15 @@ class _HeaderView(Mapping[str, str]):
 
     def __getitem__(self, name: str) -> str:
         return self._raw[name.lower().encode("latin-1")].decode("latin-1")
+
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping's, without a KeyError
+        key = _HEADER_KEYS.get(name)
+        if key is None:
+            key = name.lower().encode("latin-1")
+            if len(_HEADER_KEYS) < 64:  # the names code asks for: a few, asked every call
+                _HEADER_KEYS[name] = key
+        value = self._raw.get(key)
+        return default if value is None else value.decode("latin-1")
 
     def __iter__(self) -> Iterator[str]:
         return (name.decode("latin-1") for name in self._raw)

@@ -186,7 +186,10 @@ def check_headers(
         header_name = headers.get("mcp-name")
         if header_name is None:
             raise HeaderMismatch("Header mismatch: Mcp-Name header is required")
-        if decode_header_value(header_name.strip()) != params.get(name_param):
+        expected = params.get(name_param)
+        if (header_name != expected or header_name.startswith(_B64_OPEN)) and (
+            decode_header_value(header_name.strip()) != expected
+        ):
             raise HeaderMismatch(
                 f"Header mismatch: Mcp-Name header does not match params.{name_param}"
             )

@@ -29,9 +29,12 @@ from ..content import is_block
 from ..content import text as text_block
 from ..envelope import Result
 from ..jsonrpc import encode
-from ..outcomes import Answer, Elicitation, Failure, InputRequired, MoreResources
+from ..outcomes import Answer, Elicitation, Failure, InputRequired, MoreResources, ResponseType
 
 __all__ = ["call_result"]
+
+
+_ANSWER = ResponseType.ANSWER.value
 
 
 def _block(item: Any) -> dict[str, Any]:
@@ -54,6 +57,13 @@ def call_result(result: Result) -> dict[str, Any]:
     """The ``CallToolResult`` of a finished call (no ``resultType``: the era adds it)."""
     outcome = result.outcome
     out: dict[str, Any]
+    if type(outcome) is Answer and outcome.value is None and outcome.structured is None:
+        # The common answer (text, content blocks): what the branch below makes of it.
+        return {
+            "content": [_block(item) for item in outcome.content],
+            "isError": False,
+            "_meta": {"mcplite/response_type": _ANSWER},
+        }
     if isinstance(outcome, Answer):
         items = outcome.content
         structured = outcome.structured

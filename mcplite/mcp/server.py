@@ -78,7 +78,7 @@ from ..errors import (
     UnknownPromise,
 )
 from ..jsonrpc import NO_ID, check_request
-from ..outcomes import Elicitation, Failure, InputRequired, Promised
+from ..outcomes import Answer, Elicitation, Failure, InputRequired, Promised
 from ..prompts import Prompts
 from ..resources import Resources
 from ..tools import Kind
@@ -138,7 +138,7 @@ class _Subscription:
     ended: asyncio.Future[None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class McpReply:
     status: int
     body: dict[str, Any] | None
@@ -239,11 +239,12 @@ class McpServer:
         2025 ``prompts/get`` (its prompt may too), and ``subscriptions/listen``."""
         if not isinstance(message, dict):
             return False
-        if message.get("method") == "subscriptions/listen":
-            return True
-        if message.get("method") == "prompts/get":  # 2025: a prompt may ask the client
-            return self.prompts is not None and not self.is_modern(message, headers)
-        if message.get("method") != "tools/call":
+        method = message.get("method")
+        if method != "tools/call":
+            if method == "subscriptions/listen":
+                return True
+            if method == "prompts/get":  # 2025: a prompt may ask the client
+                return self.prompts is not None and not self.is_modern(message, headers)
             return False
         if not self.is_modern(message, headers):
             return True
@@ -265,6 +266,7 @@ class McpServer:
         notify: Notifier | None = None,
         *,
         send: Sender | None = None,
+        fresh: bool = False,
     ) -> McpReply:
         """Answer one decoded message; never raises a protocol error.
 
@@ -272,6 +274,8 @@ class McpServer:
         messages); ``send`` puts a whole message on the response's stream, which
         a 2025 call uses to ask the client for what a tool needs (sampling,
         elicitation, roots).  Without them, nothing is said and nothing asked.
+        ``fresh``: ``context`` was made for this message alone, so the request's
+        own fields (progress token, capabilities...) are set on it, not on a copy.
         """
         modern = self.is_modern(message, headers)
         if isinstance(message, list):
@@ -302,7 +306,7 @@ class McpServer:
             return self._error(request_id, InvalidParams("Invalid params: expected an object"))
         try:
             request = self._check(
-                request_id, method, params, modern, context, headers, notify, send
+                request_id, method, params, modern, context, headers, notify, send, fresh
             )
             table = self._modern if modern else self._legacy
             handler = table.get(method)
@@ -328,10 +332,11 @@ class McpServer:
         headers: Mapping[str, str] | None,
         notify: Notifier | None,
         send: Sender | None,
+        fresh: bool = False,
     ) -> _Request:
-        meta = params.get("_meta")
         capabilities: Mapping[str, Any] = {}
         log_level: str | None = None
+        meta: Any
         if modern:
             checked = protocol.invalid_meta(params)
             if isinstance(checked, MCPLiteError):
@@ -342,26 +347,36 @@ class McpServer:
             if version != MODERN_VERSION:
                 raise protocol.UnsupportedVersion(version)
             level = meta.get(protocol.LOG_LEVEL_KEY)
-            log_level = level if level in LOG_LEVELS else None
+            log_level = None if level is None or level not in LOG_LEVELS else level
         else:
+            meta = params.get("_meta")
             log_level = "info"  # stateless: logging/setLevel cannot be remembered
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if isinstance(token, bool) or not isinstance(token, str | int):
+        if token is not None and (isinstance(token, bool) or not isinstance(token, str | int)):
             token = None
         responses = params.get("inputResponses")
-        # Built directly: dataclasses.replace costs more than the rest of the checks.
-        request_context = RequestContext(
-            context.binding,
-            context.peer,
-            context.headers,
-            context.caller,
-            notify,
-            token,
-            log_level,
-            responses if isinstance(responses, dict) else None,
-            context.request_state,
-            capabilities,
-        )
+        if not isinstance(responses, dict):
+            responses = None
+        if fresh:
+            request_context = context
+            context.notify = notify
+            context.progress_token = token
+            context.log_level = log_level
+            context.input_responses = responses
+            context.client_capabilities = capabilities
+        else:  # built directly: dataclasses.replace costs more than the rest of the checks
+            request_context = RequestContext(
+                context.binding,
+                context.peer,
+                context.headers,
+                context.caller,
+                notify,
+                token,
+                log_level,
+                responses,
+                context.request_state,
+                capabilities,
+            )
         return _Request(
             request_id, method, params, modern, request_context, headers, capabilities, send
         )
@@ -683,7 +698,10 @@ class McpServer:
             context = dataclasses.replace(
                 context, request_state=self._open_state(name, state, context)
             )
-        result = await self._run(name, arguments, context)
+        if context.input_responses is None:  # the common call: nothing elicited to apply
+            result = await self.dispatcher.call(name, arguments, context)
+        else:
+            result = await self._run(name, arguments, context)
         if isinstance(result.outcome, Promised):
             if request.modern and TASKS_EXTENSION in _extensions(request.capabilities):
                 task = self.tasks.add(result.outcome, name, arguments, context)
@@ -692,7 +710,11 @@ class McpServer:
         if not request.modern and request.send is not None:
             result = await self._ask_client(name, arguments, context, result, request.send)
         outcome = result.outcome
-        if request.modern and isinstance(outcome, Elicitation | InputRequired):
+        if (
+            type(outcome) is not Answer
+            and request.modern
+            and isinstance(outcome, Elicitation | InputRequired)
+        ):
             return self._input_required(name, outcome, request.capabilities, context)
         try:
             return call_result(result)
