@@ -642,6 +642,14 @@ class HttpConnection(asyncio.Protocol):
             # as an event on a 200 stream: the status and challenge must show.)
             self._mcp_reply(await mcp.handle(message, context, headers, fresh=True))
             return
+        await self._answer_mcp_stream(message, context, headers, json_ok)
+
+    async def _answer_mcp_stream(
+        self, message: Any, context: RequestContext, headers: _HeaderView, json_ok: bool
+    ) -> None:
+        """An MCP request that may say something before its result: JSON when it
+        says nothing first (and the client takes JSON), else an SSE stream."""
+        mcp = self.server.mcp
         pending: list[dict[str, Any]] = []
         wake = asyncio.Event()
         open_ = True  # False once the response is over: a task's later news goes nowhere
