@@ -628,24 +628,31 @@ class HttpConnection(asyncio.Protocol):
         headers = _HeaderView(self._headers)
         context = RequestContext("mcp", self._peer, headers, self._caller)
         self.tool = _mcp_target(message)
+        modern = mcp.is_modern(message, headers)
         if not sse_ok and _method(message) == "subscriptions/listen":  # always a stream
             self.status = 406
             refusal = "Not acceptable: subscriptions/listen answers text/event-stream"
             self._send_error(406, refusal, close=False)
             return
-        if not (sse_ok and (mcp.may_notify(message, headers) or not json_ok)) or (
+        if not (sse_ok and (mcp.may_notify(message, headers, modern) or not json_ok)) or (
             self._caller is None
             and self.server.auth is not None
             and not self._admitted(context, message)
         ):
             # (An anonymous request that will be refused gets its 401 as JSON, not
             # as an event on a 200 stream: the status and challenge must show.)
-            self._mcp_reply(await mcp.handle(message, context, headers, fresh=True))
+            reply = await mcp.handle(message, context, headers, fresh=True, modern=modern)
+            self._mcp_reply(reply)
             return
-        await self._answer_mcp_stream(message, context, headers, json_ok)
+        await self._answer_mcp_stream(message, context, headers, json_ok, modern)
 
     async def _answer_mcp_stream(
-        self, message: Any, context: RequestContext, headers: _HeaderView, json_ok: bool
+        self,
+        message: Any,
+        context: RequestContext,
+        headers: _HeaderView,
+        json_ok: bool,
+        modern: bool,
     ) -> None:
         """An MCP request that may say something before its result: JSON when it
         says nothing first (and the client takes JSON), else an SSE stream."""
@@ -672,7 +679,7 @@ class HttpConnection(asyncio.Protocol):
             send_any_thread({"jsonrpc": "2.0", "method": method, "params": params})
 
         call = self.loop.create_task(
-            mcp.handle(message, context, headers, notify, send=send, fresh=True)
+            mcp.handle(message, context, headers, notify, send=send, fresh=True, modern=modern)
         )
         try:
             await asyncio.wait(

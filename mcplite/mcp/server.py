@@ -232,11 +232,14 @@ class McpServer:
         meta = params.get("_meta") if isinstance(params, dict) else None
         return isinstance(meta, dict) and protocol.VERSION_KEY in meta
 
-    def may_notify(self, message: Any, headers: Mapping[str, str] | None = None) -> bool:
+    def may_notify(
+        self, message: Any, headers: Mapping[str, str] | None = None, modern: bool | None = None
+    ) -> bool:
         """Whether answering ``message`` may send something before the result, so
         that it is worth an SSE answer: a 2026 call of a tool that takes a Context
         or streams; any 2025 call (its tool may need to ask the client), a
-        2025 ``prompts/get`` (its prompt may too), and ``subscriptions/listen``."""
+        2025 ``prompts/get`` (its prompt may too), and ``subscriptions/listen``.
+        ``modern``: :meth:`is_modern`'s answer, when the caller has it already."""
         if not isinstance(message, dict):
             return False
         method = message.get("method")
@@ -246,7 +249,7 @@ class McpServer:
             if method == "prompts/get":  # 2025: a prompt may ask the client
                 return self.prompts is not None and not self.is_modern(message, headers)
             return False
-        if not self.is_modern(message, headers):
+        if not (self.is_modern(message, headers) if modern is None else modern):
             return True
         params = message.get("params")
         name = params.get("name") if isinstance(params, dict) else None
@@ -267,6 +270,7 @@ class McpServer:
         *,
         send: Sender | None = None,
         fresh: bool = False,
+        modern: bool | None = None,
     ) -> McpReply:
         """Answer one decoded message; never raises a protocol error.
 
@@ -276,8 +280,10 @@ class McpServer:
         elicitation, roots).  Without them, nothing is said and nothing asked.
         ``fresh``: ``context`` was made for this message alone, so the request's
         own fields (progress token, capabilities...) are set on it, not on a copy.
+        ``modern``: :meth:`is_modern`'s answer, when the caller has it already.
         """
-        modern = self.is_modern(message, headers)
+        if modern is None:
+            modern = self.is_modern(message, headers)
         if isinstance(message, list):
             error = InvalidRequest("Invalid request: batches are not supported by MCP")
             return self._error(None, error)
