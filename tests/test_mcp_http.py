@@ -1227,3 +1227,27 @@ def test_a_2025_client_that_takes_only_json_is_told_what_the_tool_needs(
     assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": "What is your name?"}]
     assert result["structuredContent"]["elicitation"]["requestedSchema"]["required"] == ["name"]
+
+
+# --- the core's context: copied for a shared one, filled in for a fresh one -----
+
+
+async def test_handle_leaves_a_shared_context_alone_and_fills_in_a_fresh_one() -> None:
+    # stdio answers every message with one shared context; HTTP makes one per request.
+    from mcplite.context import RequestContext
+    from mcplite.dispatch import Dispatcher
+    from mcplite.mcp.server import McpServer
+
+    mcp = McpServer(Dispatcher(make_tools(Gates()), make_config()))
+    message = modern_message(
+        "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, progressToken=7
+    )
+    headers = {name.lower(): value for name, value in modern_headers(message).items()}
+    shared = RequestContext("stdio")
+    for fresh in (False, True):
+        context = shared if not fresh else RequestContext("mcp")
+        reply = await mcp.handle(message, context, headers, fresh=fresh)
+        assert reply.status == 200 and reply.body is not None, reply
+        assert reply.body["result"]["content"] == [{"type": "text", "text": "hi"}]
+    assert shared.progress_token is None and shared.client_capabilities is None
+    assert context.progress_token == 7 and context.client_capabilities == {}
