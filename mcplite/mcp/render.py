@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..content import is_block
+from ..content import BLOCK_TYPES, is_block
 from ..content import text as text_block
 from ..envelope import Result
 from ..jsonrpc import encode
@@ -60,7 +60,10 @@ def call_result(result: Result) -> dict[str, Any]:
     if type(outcome) is Answer and outcome.value is None and outcome.structured is None:
         # The common answer (text, content blocks): what the branch below makes of it.
         return {
-            "content": [_block(item) for item in outcome.content],
+            "content": [
+                item if type(item) is dict and item.get("type") in BLOCK_TYPES else _block(item)
+                for item in outcome.content
+            ],
             "isError": False,
             "_meta": {"mcplite/response_type": _ANSWER},
         }
