@@ -185,12 +185,9 @@ def check_request(message: Any) -> tuple[Any, str, Any]:
     if not isinstance(method, str):
         raise InvalidRequest('Invalid request: "method" must be a string')
     params = message.get("params")
-    if params is not None and type(params) is not dict and not isinstance(params, dict | list):
+    if params is not None and not isinstance(params, (dict, list)):
         raise InvalidRequest('Invalid request: "params" must be an object or an array')
-    request_id = message.get("id", _MISSING)
-    if type(request_id) is not int and type(request_id) is not str:
-        request_id = _check_id(message)
-    return request_id, method, params
+    return _check_id(message), method, params
 
 
 def _tool_name(message: Any) -> str | None:

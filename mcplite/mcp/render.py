@@ -38,6 +38,8 @@ _ANSWER = ResponseType.ANSWER.value
 
 
 def _block(item: Any) -> dict[str, Any]:
+    if type(item) is dict and item.get("type") in BLOCK_TYPES:  # is_block, for the usual dict
+        return item
     if is_block(item):
         block: dict[str, Any] = item
         return block
@@ -57,16 +59,6 @@ def call_result(result: Result) -> dict[str, Any]:
     """The ``CallToolResult`` of a finished call (no ``resultType``: the era adds it)."""
     outcome = result.outcome
     out: dict[str, Any]
-    if type(outcome) is Answer and outcome.value is None and outcome.structured is None:
-        # The common answer (text, content blocks): what the branch below makes of it.
-        return {
-            "content": [
-                item if type(item) is dict and item.get("type") in BLOCK_TYPES else _block(item)
-                for item in outcome.content
-            ],
-            "isError": False,
-            "_meta": {"mcplite/response_type": _ANSWER},
-        }
     if isinstance(outcome, Answer):
         items = outcome.content
         structured = outcome.structured
@@ -83,7 +75,9 @@ def call_result(result: Result) -> dict[str, Any]:
                 structured if isinstance(structured, dict) else {"result": structured}
             )
         out["isError"] = False
-    elif isinstance(outcome, Failure):
+        out["_meta"] = {"mcplite/response_type": _ANSWER}  # the common case, said directly
+        return out
+    if isinstance(outcome, Failure):
         out = {"content": [text_block(outcome.message)], "isError": True}
     elif isinstance(outcome, MoreResources):
         body = result.body

@@ -78,7 +78,7 @@ from ..errors import (
     UnknownPromise,
 )
 from ..jsonrpc import NO_ID, check_request
-from ..outcomes import Answer, Elicitation, Failure, InputRequired, Promised
+from ..outcomes import Elicitation, Failure, InputRequired, Promised
 from ..prompts import Prompts
 from ..resources import Resources
 from ..tools import Kind
@@ -716,11 +716,7 @@ class McpServer:
         if not request.modern and request.send is not None:
             result = await self._ask_client(name, arguments, context, result, request.send)
         outcome = result.outcome
-        if (
-            type(outcome) is not Answer
-            and request.modern
-            and isinstance(outcome, Elicitation | InputRequired)
-        ):
+        if request.modern and isinstance(outcome, (Elicitation, InputRequired)):
             return self._input_required(name, outcome, request.capabilities, context)
         try:
             return call_result(result)
