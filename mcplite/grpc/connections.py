@@ -39,14 +39,16 @@ Two costs of a call are also cut here, below grpclib:
   bytes.  Our connections are ``BufferedProtocol`` objects reading into one buffer of
   their server's, copied out before the loop reads the next socket (a server's
   connections all run on its loop's one thread).  Together with the HPACK
-  memory, unary calls went from 0.95x to about 1.2x grpcio's (docs/benchmarks.md).
+  memory, unary calls went from 0.95x to 1.14-1.19x grpcio's (docs/benchmarks.md).
 
 grpclib internals used (grpclib 0.4.9; tests/test_grpc_hardening.py covers each):
 ``Server._mapping``, ``_codec``, ``_status_details_codec``, ``_handlers``,
 ``_config``, ``_h2_config`` and ``__dispatch__`` (to build a connection as
 ``Server._protocol_factory`` does), ``Handler._tasks`` and ``_cancelled``,
 ``EventsProcessor.streams``, ``Connection._connection`` (the h2 connection, to send
-a GOAWAY), and h2's ``H2Connection._closed_streams`` (a ``SizeLimitDict``).
+a GOAWAY), and h2's ``H2Connection._closed_streams`` (a ``SizeLimitDict``).  h2's
+public ``H2Connection.decoder`` and ``encoder`` are replaced on ``connection_made``,
+before any header block (tests/test_grpc_headercache.py).
 """
 
 from __future__ import annotations
