@@ -12,6 +12,7 @@ import grpc
 import pytest
 from grpc_support import protos, to_python
 from hpack import Decoder, Encoder, HeaderTuple, NeverIndexedHeaderTuple
+from hpack.exceptions import HPACKError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,8 +51,15 @@ def test_blocks_are_what_hpack_makes_and_decode_to_what_hpack_decodes(steps: lis
         for _ in range(2):
             block = ours.encode(list(step))
             assert block == theirs.encode(list(step))
+            try:
+                expected = their_decoder.decode(block, raw=True)
+            except HPACKError as refused:
+                # hpack's encoder can lose a size update (the table set twice to one
+                # value), and its decoder then refuses what follows: so must ours.
+                with pytest.raises(type(refused)):
+                    our_decoder.decode(block, raw=True)
+                return
             decoded = our_decoder.decode(block, raw=True)
-            expected = their_decoder.decode(block, raw=True)
             assert _fields(decoded) == _fields(expected)
             assert [tuple(h) for h in decoded] == [tuple(h) for h in step]
 
