@@ -6,6 +6,7 @@ with a real grpcio client whose metadata changes from call to call on one connec
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from typing import Any
 
 import grpc
@@ -19,7 +20,13 @@ from hypothesis import strategies as st
 from mcplite import Config, Dispatcher, Tools
 from mcplite.grpc import create_server
 from mcplite.grpc.connections import LimitedServer
-from mcplite.grpc.headercache import BLOCKS_KEPT, CachingDecoder, CachingEncoder
+from mcplite.grpc.headercache import (
+    BLOCKS_KEPT,
+    LARGEST_BLOCK,
+    MOST_HEADERS,
+    CachingDecoder,
+    CachingEncoder,
+)
 from mcplite.tools import Context
 
 TIMEOUT = 10.0  # seconds: the bound of every wait in this file
@@ -89,6 +96,29 @@ def test_what_is_remembered_is_bounded() -> None:
         for _ in range(2):
             assert decoder.decode(block, raw=True) == plain
     assert len(encoder._blocks) == len(decoder._blocks) == BLOCKS_KEPT
+
+
+def test_what_a_client_can_make_a_connection_remember_is_about_10_kib_at_most() -> None:
+    # The costliest blocks that are remembered: as many headers as may be, each a
+    # literal never indexed (so nothing changes the table), as long as fits.
+    blocks = []
+    sender = Encoder()
+    for n in range(BLOCKS_KEPT):
+        headers = [NeverIndexedHeaderTuple(b"x%d" % i, b"%d" % n * 8) for i in range(MOST_HEADERS)]
+        blocks.append(sender.encode(headers, huffman=False))
+    assert all(len(block) <= LARGEST_BLOCK for block in blocks)
+    tracemalloc.start()
+    try:
+        decoder = CachingDecoder(64 * 1024, 4096)
+        before = tracemalloc.take_snapshot()
+        for block in blocks:
+            decoder.decode(block, raw=True)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    assert len(decoder._blocks) == BLOCKS_KEPT
+    kept = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    assert kept <= 12 * 1024
 
 
 def _tag_tools() -> Tools:
