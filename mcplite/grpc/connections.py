@@ -39,7 +39,7 @@ Two costs of a call are also cut here, below grpclib:
   bytes.  Our connections are ``BufferedProtocol`` objects reading into one buffer of
   their server's, copied out before the loop reads the next socket (a server's
   connections all run on its loop's one thread).  Together with the HPACK
-  memory, unary calls went from 0.95x to 1.14-1.19x grpcio's (docs/benchmarks.md).
+  memory, unary calls went from 0.95x to 1.11-1.19x grpcio's (docs/benchmarks.md).
 
 grpclib internals used (grpclib 0.4.9; tests/test_grpc_hardening.py covers each):
 ``Server._mapping``, ``_codec``, ``_status_details_codec``, ``_handlers``,
