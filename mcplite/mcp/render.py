@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..content import BLOCK_TYPES, is_block
+from ..content import is_block
 from ..content import text as text_block
 from ..envelope import Result
 from ..jsonrpc import encode
@@ -38,8 +38,6 @@ _ANSWER = ResponseType.ANSWER.value
 
 
 def _block(item: Any) -> dict[str, Any]:
-    if type(item) is dict and item.get("type") in BLOCK_TYPES:  # is_block, for the usual dict
-        return item
     if is_block(item):
         block: dict[str, Any] = item
         return block
