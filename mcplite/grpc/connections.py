@@ -188,18 +188,18 @@ class _Connection(H2Protocol, asyncio.BufferedProtocol):
     (see the module docstring), and the bytes go on to grpclib's ``data_received``.
     """
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.read_into
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(self.read_into[:nbytes].tobytes())
-
     def __init__(self, server: LimitedServer, handler: _Handler, *args: Any) -> None:
         super().__init__(handler, *args)
         self.server = server
         self.active_at = asyncio.get_running_loop().time()
         self._streams_seen = 0
         self.read_into = server.read_into
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.read_into
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.read_into[:nbytes].tobytes())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)

@@ -83,30 +83,20 @@ class CachingDecoder(Decoder):
         super().__init__(max_header_list_size)
         self.header_table = VersionedTable()
         self.max_allowed_table_size = max_allowed_table_size
-        self._blocks: dict[bytes, tuple[int, int, int, list[Any]]] = {}
+        self._blocks: dict[bytes, tuple[int, tuple[int, int], list[Any]]] = {}
 
     def decode(self, data: bytes, raw: bool = False) -> Any:
+        if not raw or type(data) is not bytes:  # h2 always asks for raw bytes
+            return super().decode(data, raw)
         table = self.header_table
         version = table.version
-        hit = self._blocks.get(data) if type(data) is bytes else None
-        if (
-            hit is not None
-            and hit[0] == version
-            and hit[1] == self.max_header_list_size
-            and hit[2] == self.max_allowed_table_size
-            and raw
-        ):
-            return list(hit[3])
+        limits = (self.max_header_list_size, self.max_allowed_table_size)
+        hit = self._blocks.get(data)
+        if hit is not None and hit[0] == version and hit[1] == limits:
+            return list(hit[2])
         headers: Any = super().decode(data, raw)  # a list, though typed Iterable
-        if (
-            raw
-            and table.version == version
-            and type(data) is bytes
-            and len(data) <= LARGEST_BLOCK
-            and len(headers) <= MOST_HEADERS
-        ):
-            entry = (version, self.max_header_list_size, self.max_allowed_table_size, headers)
-            _remember(self._blocks, data, entry)
+        if table.version == version and len(data) <= LARGEST_BLOCK and len(headers) <= MOST_HEADERS:
+            _remember(self._blocks, data, (version, limits, headers))
             return list(headers)
         return headers
 
