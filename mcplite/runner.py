@@ -28,7 +28,15 @@ from .errors import InternalError, MCPLiteError
 from .outcomes import OUTCOME_TYPES, Failure, Outcome, outcome_of
 from .tools import Kind, Tool
 
-__all__ = ["PartSink", "Runner", "aggregate", "being_cancelled", "internal_error", "start_task"]
+__all__ = [
+    "EAGER_TASKS",
+    "PartSink",
+    "Runner",
+    "aggregate",
+    "being_cancelled",
+    "internal_error",
+    "start_task",
+]
 
 T = TypeVar("T")
 
@@ -66,6 +74,9 @@ def internal_error(tool: str, exc: BaseException, why: str | None = None) -> Int
         f"Internal error in tool '{tool}'{said} (error id {error_id})", {"error_id": error_id}
     )
 
+
+#: Whether :func:`start_task` starts tasks eagerly (Python 3.12+).
+EAGER_TASKS = sys.version_info >= (3, 12)
 
 if sys.version_info >= (3, 12):
 

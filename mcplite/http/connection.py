@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import h11
 
 from ..context import Caller, RequestContext
-from ..dispatch import ToolStream, start_task
+from ..dispatch import ToolStream
 from ..envelope import Result
 from ..errors import (
     Forbidden,
@@ -40,6 +40,7 @@ from ..logs import ACCESS
 from ..mcp.server import McpReply
 from ..metrics import METRICS
 from ..outcomes import Partial
+from ..runner import EAGER_TASKS, start_task
 from . import sse
 from .heads import ServerConnection
 
@@ -85,9 +86,19 @@ class HttpConnection(asyncio.Protocol):
     ``data_received`` feeds h11 and takes events until a request is complete,
     then hands it to a handler task; while that task runs, further bytes wait
     in h11's buffer (reading pauses), so pipelined requests are answered in
-    order.  On Python 3.12+ the task starts eagerly: a tool that answers without
-    suspending is answered before ``data_received`` returns, as cheaply as a
-    bare h11 loop.
+    order.
+
+    On Python 3.12+ the first request of a loop turn starts its task eagerly:
+    a tool that answers without suspending is answered before
+    ``data_received`` returns, one loop trip less for a lone client.  The
+    other requests of that turn (a loaded server) are scheduled: the loop then
+    reads the heads of all the connections ready in the turn, then runs all
+    their handlers, then all their endings, each phase's code and data still
+    warm from the connection before.  Eager tasks for every request run each
+    one start to end before the next; at 50 connections that served 19% fewer
+    requests a second (10,600 against 13,000 on 3.12 with wrk), and scheduled
+    tasks for every request served a lone client 5% fewer (7,000 against
+    7,400).  Python 3.11 has no eager tasks: its tasks are all scheduled.
     """
 
     def __init__(self, server: HttpServer) -> None:
@@ -483,14 +494,21 @@ class HttpConnection(asyncio.Protocol):
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._chunks = []
         if self._verify_later is not None:
-            task = start_task(self._answer_verified(body))
+            answering = self._answer_verified(body)
         elif self._route == _LIST or self._route == _PROMPTS or self._route == _WELL_KNOWN:
             self._answer_list(body)
             self._finish()
             return
         else:
-            answer = self._answer_mcp if self._route == _MCP else self._answer_call
-            task = start_task(answer(body))
+            answering = (self._answer_mcp if self._route == _MCP else self._answer_call)(body)
+        # Eager only for the first request of a loop turn (see the class docstring).
+        server = self.server
+        if server.started_this_turn or not EAGER_TASKS:
+            task = self.loop.create_task(answering)
+        else:
+            server.started_this_turn = True
+            self.loop.call_soon(_new_turn, server)
+            task = start_task(answering)
         if task.done():
             self._task_done(task)
         else:
@@ -947,6 +965,10 @@ def _send_fast(
     conn._process_event(h11.SERVER, _END)
     head = _STATUS_LINES[status] + b"".join([b"%s: %s\r\n" % header for header in headers])
     return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+def _new_turn(server: HttpServer) -> None:
+    server.started_this_turn = False
 
 
 def _mcp_target(message: Any) -> str | None:

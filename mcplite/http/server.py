@@ -98,6 +98,8 @@ class HttpServer:
         # has read it (see _LINGERING_REFUSALS).
         self.rejected: set[HttpConnection] = set()
         self.draining = False
+        #: Whether a request handler started in this loop turn (see HttpConnection).
+        self.started_this_turn = False
         self.streams_closing = asyncio.Event()
         self.all_closed = asyncio.Event()  # set while draining, once no connection is left
         self._server: asyncio.Server | None = None
