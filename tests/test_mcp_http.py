@@ -1251,3 +1251,84 @@ async def test_handle_leaves_a_shared_context_alone_and_fills_in_a_fresh_one() -
         assert reply.body["result"]["content"] == [{"type": "text", "text": "hi"}]
     assert shared.progress_token is None and shared.client_capabilities is None
     assert context.progress_token == 7 and context.client_capabilities == {}
+
+
+# --- the common call's one-pass checks: the same answers as the general path ----
+
+
+async def test_the_common_call_is_answered_as_the_general_path_answers_it() -> None:
+    # McpServer.call_tool takes the usual 2026 tools/call over HTTP with its checks
+    # in one pass, and leaves everything else (None, nothing run) to handle.
+    from mcplite.context import RequestContext
+    from mcplite.dispatch import Dispatcher
+    from mcplite.mcp.server import McpServer
+
+    mcp = McpServer(Dispatcher(make_tools(Gates()), make_config()))
+
+    def call(name: str, arguments: Any = None, **meta: Any) -> dict[str, Any]:
+        params = {"name": name} if arguments is None else {"name": name, "arguments": arguments}
+        return modern_message("tools/call", params, **meta)
+
+    def headers_of(message: Any, **changes: str | None) -> dict[str, str]:
+        headers = {name.lower(): value for name, value in modern_headers(message).items()}
+        for name, value in changes.items():
+            if value is None:
+                headers.pop(name.replace("_", "-"), None)
+            else:
+                headers[name.replace("_", "-")] = value
+        return headers
+
+    answered_here = [
+        call("echo", {"text": "hi"}),
+        call(
+            "echo",
+            {"text": "hi"},
+            progressToken="p-1",
+            **{"io.modelcontextprotocol/logLevel": "debug"},
+        ),
+        {**call("echo", {"text": "hi"}), "id": "req-7"},
+        call("echo", {"text": 5}),  # invalid arguments: -32602
+        call("echo", ["hi"]),  # arguments not an object: -32602
+        call("needs_sampling"),  # a capability the client lacks
+        call("refuse"),  # a promise waited for (no tasks extension), then a failure
+        {
+            **call("echo", {"text": "hi"}),
+            "params": {**call("echo", {"text": "hi"})["params"], "inputResponses": {}},
+        },
+    ]
+    for message in answered_here:
+        headers = headers_of(message)
+        fast_context, general_context = RequestContext("mcp"), RequestContext("mcp")
+        fast = await mcp.call_tool(message, fast_context, headers)
+        general = await mcp.handle(message, general_context, headers, fresh=True)
+        assert fast is not None, message
+        assert fast == general, message
+        for field_name in ("progress_token", "log_level", "client_capabilities"):
+            assert getattr(fast_context, field_name) == getattr(general_context, field_name)
+
+    echo = call("echo", {"text": "hi"})
+    left_to_handle: list[tuple[Any, dict[str, str]]] = [
+        (call("count", {"steps": 1}), headers_of(call("count"))),  # takes a Context
+        (call("nope"), headers_of(call("nope"))),  # unknown tool
+        (echo, headers_of(echo, mcp_name="other")),
+        (echo, headers_of(echo, mcp_name="=?base64?ZWNobw==?=")),  # base64 form of "echo"
+        (echo, headers_of(echo, mcp_protocol_version="2025-06-18")),
+        (echo, headers_of(echo, mcp_method=None)),
+        (call("echo", {"text": "hi"}, version="2025-06-18"), headers_of(echo)),
+        ({**echo, "id": True}, headers_of(echo)),
+        ({**echo, "id": None}, headers_of(echo)),
+        ({**echo, "id": 1.5}, headers_of(echo)),
+        ({**echo, "jsonrpc": "1.0"}, headers_of(echo)),
+        ({**echo, "params": {"name": "echo", "arguments": {"text": "hi"}}}, headers_of(echo)),
+        ({**echo, "method": "tools/list"}, headers_of(echo)),
+        ([echo], headers_of(echo)),
+    ]
+    for message, headers in left_to_handle:
+        assert await mcp.call_tool(message, RequestContext("mcp"), headers) is None, message
+        general = await mcp.handle(message, RequestContext("mcp"), headers, fresh=True)
+        assert general.body is not None
+    # The base64 Mcp-Name is still heard right, by the general path.
+    headers = headers_of(echo, mcp_name="=?base64?ZWNobw==?=")
+    reply = await mcp.handle(echo, RequestContext("mcp"), headers, fresh=True)
+    assert reply.body is not None and reply.body["result"]["content"][0]["text"] == "hi"
+    await mcp.dispatcher.close()

@@ -646,6 +646,11 @@ class HttpConnection(asyncio.Protocol):
         headers = _HeaderView(self._headers)
         context = RequestContext("mcp", self._peer, headers, self._caller)
         self.tool = _mcp_target(message)
+        if json_ok:  # the common call, answered as JSON, its checks in one pass
+            reply = await mcp.call_tool(message, context, headers)
+            if reply is not None:
+                self._mcp_reply(reply)
+                return
         modern = mcp.is_modern(message, headers)
         if not sse_ok and _method(message) == "subscriptions/listen":  # always a stream
             self.status = 406

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Final
 from ..errors import InvalidParams, MCPLiteError
 
 __all__ = [
+    "BASE64_OPEN",
     "CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
     "LEGACY_VERSIONS",
@@ -129,16 +130,17 @@ def invalid_meta(params: Any) -> tuple[str, Mapping[str, Any], dict[str, Any]] |
     return version, capabilities, meta
 
 
-_B64_OPEN, _B64_CLOSE = "=?base64?", "?="
+#: How a header value in base64 starts and ends (``=?base64?...?=``).
+BASE64_OPEN, _B64_CLOSE = "=?base64?", "?="
 
 
 def decode_header_value(value: str) -> str:
     """A header value as the body would hold it: ``=?base64?...?=`` decoded
     (strictly: padding and alphabet), anything else literal.  Raises
     :class:`HeaderMismatch` for a malformed base64 form."""
-    if not (value.startswith(_B64_OPEN) and value.endswith(_B64_CLOSE)):
+    if not (value.startswith(BASE64_OPEN) and value.endswith(_B64_CLOSE)):
         return value
-    encoded = value[len(_B64_OPEN) : -len(_B64_CLOSE)]
+    encoded = value[len(BASE64_OPEN) : -len(_B64_CLOSE)]
     try:
         raw = base64.b64decode(encoded, validate=True)
         if base64.b64encode(raw).decode("ascii") != encoded:
@@ -187,7 +189,7 @@ def check_headers(
         if header_name is None:
             raise HeaderMismatch("Header mismatch: Mcp-Name header is required")
         expected = params.get(name_param)
-        if (header_name != expected or header_name.startswith(_B64_OPEN)) and (
+        if (header_name != expected or header_name.startswith(BASE64_OPEN)) and (
             decode_header_value(header_name.strip()) != expected
         ):
             raise HeaderMismatch(
