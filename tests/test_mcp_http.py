@@ -698,6 +698,26 @@ def test_the_loopback_host_and_origin_are_accepted(server: RunningServer, host: 
     assert status == 200
 
 
+def test_hosts_are_told_apart_request_after_request(server: RunningServer) -> None:
+    # The server keeps the answer for each Host it has checked: it must stay that
+    # Host's, whatever came before, with or without an Origin beside it.
+    message = modern_message("server/discover")
+    good, bad = f"127.0.0.1:{server.port}", "evil.example.com"
+    for host, origin, status in [
+        (good, None, 200),
+        (bad, None, 403),
+        (good, None, 200),
+        (good, "http://evil.example.com", 403),
+        (good, None, 200),
+        (bad, None, 403),
+        (bad, f"http://{good}", 403),
+    ]:
+        headers = {**modern_headers(message), "Host": host}
+        if origin is not None:
+            headers["Origin"] = origin
+        assert post(server, message, headers)[0] == status, (host, origin)
+
+
 def test_an_allow_list_replaces_the_loopback_names(gates: Gates) -> None:
     running = start_server(make_tools(gates), make_config(mcp_allowed_hosts=("example.test",)))
     try:

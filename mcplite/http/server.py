@@ -85,6 +85,8 @@ class HttpServer:
             for suffix in ("", config.base_path, config.mcp_path):
                 if suffix is not None:
                     self.routes[(well_known + suffix).encode()] = _WELL_KNOWN
+        #: Host checks made, by (allowed_hosts, Host value): see connection._host_checked.
+        self.host_checks: dict[tuple[frozenset[str], bytes | None], bool] = {}
         #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.
         self.allowed_hosts: frozenset[str] | None = (
             frozenset(h.lower() for h in config.mcp_allowed_hosts)
