@@ -371,7 +371,7 @@ class McpServer:
             return None
         if tool.context_param is not None or tool.kind is Kind.STREAM:
             return None
-        request = self._request(
+        request = self._check(
             request_id,
             "tools/call",
             params,
@@ -381,8 +381,7 @@ class McpServer:
             None,
             None,
             True,
-            meta,
-            capabilities,
+            (meta, capabilities),
         )
         try:
             result = await self._call_tool(request)
@@ -407,49 +406,26 @@ class McpServer:
         notify: Notifier | None,
         send: Sender | None,
         fresh: bool = False,
+        checked: tuple[dict[str, Any], Mapping[str, Any]] | None = None,
     ) -> _Request:
+        """A checked request, and its context filled in from ``_meta``.
+        ``checked``: ``(_meta, capabilities)`` of a 2026 request whose ``_meta``
+        and headers the caller has checked already (:meth:`call_tool`)."""
         capabilities: Mapping[str, Any] = {}
         meta: Any
-        if modern:
-            checked = protocol.invalid_meta(params)
-            if isinstance(checked, MCPLiteError):
-                raise checked
-            version, capabilities, meta = checked
+        if checked is not None:
+            meta, capabilities = checked
+        elif modern:
+            verdict = protocol.invalid_meta(params)
+            if isinstance(verdict, MCPLiteError):
+                raise verdict
+            version, capabilities, meta = verdict
             if headers is not None:
                 protocol.check_headers(headers, version, method, params)
             if version != MODERN_VERSION:
                 raise protocol.UnsupportedVersion(version)
         else:
             meta = params.get("_meta")
-        return self._request(
-            request_id,
-            method,
-            params,
-            modern,
-            context,
-            headers,
-            notify,
-            send,
-            fresh,
-            meta,
-            capabilities,
-        )
-
-    def _request(
-        self,
-        request_id: Any,
-        method: str,
-        params: dict[str, Any],
-        modern: bool,
-        context: RequestContext,
-        headers: Mapping[str, str] | None,
-        notify: Notifier | None,
-        send: Sender | None,
-        fresh: bool,
-        meta: Any,
-        capabilities: Mapping[str, Any],
-    ) -> _Request:
-        """A checked request, and its context filled in from ``_meta``."""
         if modern:
             level = meta.get(protocol.LOG_LEVEL_KEY)
             log_level = None if level is None or level not in LOG_LEVELS else level
