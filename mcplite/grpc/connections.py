@@ -28,7 +28,7 @@ accepted connection), with subclasses of grpclib's ``Handler`` and ``H2Protocol`
   up to 65,536 of them (about 10 MiB) per connection; we keep
   :data:`CLOSED_STREAMS_KEPT`.
 
-Two costs of a call are also cut here, below grpclib:
+Three costs of a call are also cut here, below grpclib:
 
 * **HPACK.**  Each connection's h2 gets hpack's decoder and encoder with memory
   (:mod:`.headercache`): the header blocks a client repeats and the headers and
@@ -40,6 +40,9 @@ Two costs of a call are also cut here, below grpclib:
   their server's, copied out before the loop reads the next socket (a server's
   connections all run on its loop's one thread).  Together with the HPACK
   memory, unary calls went from 0.95x to 1.11-1.19x grpcio's (docs/benchmarks.md).
+* **Frames.**  Each connection's h2 writes a response's plain HEADERS and DATA
+  frames itself (:mod:`.framing`), without building and serializing frame
+  objects: 1.17x as many unary calls again.
 
 grpclib internals used (grpclib 0.4.9; tests/test_grpc_hardening.py covers each):
 ``Server._mapping``, ``_codec``, ``_status_details_codec``, ``_handlers``,
@@ -48,7 +51,8 @@ grpclib internals used (grpclib 0.4.9; tests/test_grpc_hardening.py covers each)
 ``EventsProcessor.streams``, ``Connection._connection`` (the h2 connection, to send
 a GOAWAY), and h2's ``H2Connection._closed_streams`` (a ``SizeLimitDict``).  h2's
 public ``H2Connection.decoder`` and ``encoder`` are replaced on ``connection_made``,
-before any header block (tests/test_grpc_headercache.py).
+before any header block (tests/test_grpc_headercache.py), and its class made
+:class:`~.framing.LeanH2Connection` (tests/test_grpc_framing.py).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from grpclib.protocol import Stream as H2Stream
 from grpclib.server import Handler, Server
 
 from ..metrics import METRICS
+from .framing import LeanH2Connection
 from .headercache import CachingDecoder, CachingEncoder
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "LimitedServer"]
@@ -207,6 +212,7 @@ class _Connection(H2Protocol, asyncio.BufferedProtocol):
         assert isinstance(self.handler, _Handler)
         self.handler.processor = self.processor
         h2_connection = self.connection._connection
+        LeanH2Connection.adopt(h2_connection)
         closed = getattr(h2_connection, "_closed_streams", None)
         if isinstance(getattr(closed, "_size_limit", None), int):
             closed._size_limit = CLOSED_STREAMS_KEPT  # type: ignore[union-attr]

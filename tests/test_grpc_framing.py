@@ -1,0 +1,309 @@
+"""h2 writing a response's frames directly (``mcplite.grpc.framing``): byte for byte
+and state for state what h2 itself does, the same errors where h2 refuses, h2's
+own path for everything but the plain case, and every served connection lean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import h2.connection
+import pytest
+from grpc_support import protos, to_python
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import ResponseReceived, TrailersReceived
+from h2.exceptions import FlowControlError
+from h2.settings import SettingCodes
+from hpack import Encoder
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcplite import Config, Dispatcher, Tools
+from mcplite.grpc import create_server
+from mcplite.grpc.connections import LimitedServer
+from mcplite.grpc.framing import LeanH2Connection
+from mcplite.grpc.headercache import CachingEncoder
+
+TIMEOUT = 10.0  # seconds: the bound of every wait in this file
+
+
+def _server_config(**overrides: Any) -> H2Configuration:
+    """grpclib's server configuration (grpclib.server.Server.__init__)."""
+    options: dict[str, Any] = {
+        "client_side": False,
+        "header_encoding": "ascii",
+        "validate_inbound_headers": False,
+        "validate_outbound_headers": False,
+        "normalize_inbound_headers": False,
+        "normalize_outbound_headers": False,
+    }
+    options.update(overrides)
+    return H2Configuration(**options)
+
+
+REQUEST = [
+    (":method", "POST"),
+    (":scheme", "http"),
+    (":path", "/mcplite.MCPLite/CallTool"),
+    (":authority", "127.0.0.1"),
+    ("content-type", "application/grpc"),
+    ("te", "trailers"),
+]
+
+_RESPONSES: list[list[Any]] = [
+    [(":status", "200"), ("content-type", "application/grpc+proto")],
+    [(b":status", b"200"), (b"content-type", b"application/grpc+proto")],
+    [("grpc-status", "0")],
+    [("grpc-status", "13"), ("grpc-message", "boom"), ("x-tag", "t" * 40)],
+    [(":status", "100")],  # informational: h2's own path
+    [(":status", "200"), ("x-big", "b" * 40_000)],  # over one frame: CONTINUATION
+    [(":status", "200"), (":method", "GET")],  # h2 remembers a :method it sends
+    [(":status", b"101"), (b"x-mixed", "str and bytes")],
+    [],
+]
+_headers = st.tuples(
+    st.just("headers"), st.sampled_from(range(len(_RESPONSES))), st.booleans(), st.booleans()
+)
+_data = st.tuples(
+    st.just("data"),
+    st.sampled_from([0, 1, 17, 16_384, 16_385, 70_000]),
+    st.booleans(),
+    st.sampled_from(["bytes", "memoryview", "padded"]),
+)
+# The client grows the connection's or the stream's window, sets the windows new
+# streams start with, or opens a new stream (ending it or not).
+_client = st.one_of(
+    st.tuples(st.just("window"), st.integers(1, 100_000), st.booleans()),
+    st.tuples(st.just("settings"), st.sampled_from([0, 10, 20_000, 100_000])),
+    st.tuples(st.just("open"), st.booleans()),
+)
+_step = st.one_of(_headers, _headers, _data, _data, _client)
+
+
+class _Pair:
+    """A client, and two server connections it talks to: h2's own and a lean one."""
+
+    def __init__(self, config: H2Configuration) -> None:
+        self.client = H2Connection(H2Configuration(client_side=True))
+        self.client.initiate_connection()
+        self.theirs = H2Connection(config)
+        self.theirs.encoder = Encoder()
+        self.ours = H2Connection(config)
+        self.ours.encoder = CachingEncoder()
+        LeanH2Connection.adopt(self.ours)
+        self.stream_id = 0
+        for server in (self.theirs, self.ours):
+            server.initiate_connection()
+        self._to_servers()
+        self.client.receive_data(self.theirs.data_to_send())
+        self.ours.data_to_send()
+        self._to_servers()
+
+    def _to_servers(self) -> None:
+        sent = self.client.data_to_send()
+        events = [server.receive_data(sent) for server in (self.theirs, self.ours)]
+        assert [type(e) for e in events[0]] == [type(e) for e in events[1]]
+
+    def open(self, end_stream: bool) -> None:
+        self.stream_id = self.client.get_next_available_stream_id()
+        self.client.send_headers(self.stream_id, REQUEST, end_stream=end_stream)
+        self._to_servers()
+
+    def window(self, increment: int, of_stream: bool) -> None:
+        stream_id = self.stream_id if of_stream else None
+        if of_stream:
+            stream = self.client.streams.get(self.stream_id)
+            if stream is None or stream.closed:
+                return
+        self.client.increment_flow_control_window(increment, stream_id=stream_id)
+        self._to_servers()
+
+    def settings(self, initial_window: int) -> None:
+        self.client.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: initial_window})
+        self._to_servers()
+
+    def both(self, method: str, *args: Any, **kwargs: Any) -> tuple[type | None, bytes]:
+        """Call ``method`` on both servers: the same outcome, bytes and state.
+        Returns the type of the error both raised (or None), and the bytes."""
+        outcomes = []
+        for server in (self.theirs, self.ours):
+            try:
+                getattr(server, method)(*args, **kwargs)
+                error = None
+            except Exception as exc:
+                error = (type(exc), str(exc))
+            outcomes.append((error, server.data_to_send(), _state(server)))
+        assert outcomes[1] == outcomes[0]
+        error, sent, _ = outcomes[1]
+        return (None if error is None else error[0]), sent
+
+
+def _state(server: H2Connection) -> Any:
+    streams = {
+        stream_id: (
+            stream.state_machine.state,
+            stream.state_machine.headers_sent,
+            stream.state_machine.trailers_sent,
+            stream.outbound_flow_control_window,
+            stream.request_method,
+        )
+        for stream_id, stream in server.streams.items()
+    }
+    return (
+        server.state_machine.state,
+        server.outbound_flow_control_window,
+        server.encoder.header_table_size,
+        list(server.encoder.header_table.dynamic_entries),
+        streams,
+    )
+
+
+def _payload(size: int, kind: str) -> dict[str, Any]:
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    if kind == "memoryview":
+        return {"data": memoryview(data)}
+    if kind == "padded":
+        return {"data": data, "pad_length": 3}
+    return {"data": data}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_step, max_size=25))
+def test_a_lean_connection_sends_what_h2_sends_and_ends_where_h2_ends(steps: list[Any]) -> None:
+    pair = _Pair(_server_config())
+    pair.open(end_stream=False)
+    for step in steps:
+        kind = step[0]
+        if kind == "open":
+            pair.open(step[1])
+        elif kind == "window":
+            pair.window(step[1], step[2])
+        elif kind == "settings":
+            pair.settings(step[1])
+        elif kind == "headers":
+            _, which, end_stream, priority = step
+            extra = {"priority_weight": 16} if priority else {}
+            pair.both("send_headers", pair.stream_id, list(_RESPONSES[which]), end_stream, **extra)
+        else:
+            _, size, end_stream, payload = step
+            pair.both("send_data", pair.stream_id, end_stream=end_stream, **_payload(size, payload))
+
+
+@pytest.mark.parametrize("binding", ["connection", "stream"])
+def test_data_over_a_window_is_refused_as_h2_refuses_it(binding: str) -> None:
+    pair = _Pair(_server_config())
+    # One window stays at 65,535 bytes, the other is made larger.
+    if binding == "connection":
+        pair.settings(100_000)
+        pair.open(end_stream=False)
+    else:
+        pair.open(end_stream=False)
+        pair.window(100_000, of_stream=False)
+    assert pair.both("send_headers", pair.stream_id, list(_RESPONSES[0]))[0] is None
+    chunk = bytes(16_384)
+    for _ in range(3):
+        assert pair.both("send_data", pair.stream_id, chunk)[0] is None
+    assert pair.both("send_data", pair.stream_id, chunk[:16_383])[0] is None  # the last byte
+    assert pair.both("send_data", pair.stream_id, b"")[0] is None
+    assert pair.both("send_data", pair.stream_id, b"x")[0] is FlowControlError
+
+
+def test_a_unary_answer_is_written_without_h2s_frame_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The case every unary call takes must be the lean one, not h2's.
+    pair = _Pair(_server_config())
+    pair.open(end_stream=True)
+    sent = pair.both("send_headers", pair.stream_id, list(_RESPONSES[0]))[1]
+    sent += pair.both("send_data", pair.stream_id, b"\x00\x00\x00\x00\x02hi")[1]
+    sent += pair.both("send_headers", pair.stream_id, list(_RESPONSES[2]), end_stream=True)[1]
+    pair.client.receive_data(sent)
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("h2's own path was taken")
+
+    pair.open(end_stream=True)
+    with monkeypatch.context() as patched:
+        patched.setattr(H2Connection, "send_headers", refused)
+        patched.setattr(H2Connection, "send_data", refused)
+        pair.ours.send_headers(pair.stream_id, list(_RESPONSES[0]))
+        pair.ours.send_data(pair.stream_id, b"\x00\x00\x00\x00\x02hi")
+        pair.ours.send_headers(pair.stream_id, list(_RESPONSES[2]), end_stream=True)
+    assert pair.ours.streams[pair.stream_id].closed
+    # The client reads the lean bytes as the response h2 would have sent.
+    events = pair.client.receive_data(pair.ours.data_to_send())
+    assert [type(e).__name__ for e in events] == [
+        "ResponseReceived",
+        "DataReceived",
+        "TrailersReceived",
+        "StreamEnded",
+    ]
+    heads = [e.headers for e in events if isinstance(e, (ResponseReceived, TrailersReceived))]
+    assert heads == [
+        [(b":status", b"200"), (b"content-type", b"application/grpc+proto")],
+        [(b"grpc-status", b"0")],
+    ]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"validate_outbound_headers": True},
+        {"normalize_outbound_headers": True},
+        {"logger": h2.config.DummyLogger()},  # a logger of h2's own kind is still no logger
+    ],
+)
+def test_what_h2_would_check_or_tell_goes_through_h2(overrides: dict[str, Any]) -> None:
+    pair = _Pair(_server_config(**overrides))
+    pair.open(end_stream=True)
+    lean = "logger" in overrides
+    assert isinstance(pair.ours, LeanH2Connection) and pair.ours.lean is lean
+    pair.both("send_headers", pair.stream_id, [(":status", "200"), ("Content-Type", "x")])
+    pair.both("send_data", pair.stream_id, b"abc", end_stream=True)
+
+
+def test_only_an_h2_server_connection_of_h2s_own_class_is_adopted() -> None:
+    client = H2Connection(H2Configuration(client_side=True))
+    LeanH2Connection.adopt(client)
+    assert isinstance(client, LeanH2Connection) and client.lean is False
+    with pytest.raises(TypeError, match="H2Connection"):
+        LeanH2Connection.adopt(client)
+
+
+async def test_a_served_connection_is_lean_and_answers_grpcio() -> None:
+    tools = Tools()
+
+    @tools.tool
+    def echo(text: str) -> str:
+        """Say it twice."""
+        return text * 2
+
+    dispatcher = Dispatcher(tools, Config(secret=b"k" * 32))
+    server = create_server(dispatcher)
+    assert isinstance(server, LimitedServer)
+    await server.start("127.0.0.1", 0)
+    proto = protos()["ours"]
+    try:
+        port = server._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        async with grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)]
+        ) as channel:
+            stub = proto.stub(channel)
+            for text in ("a", "b" * 40_000):  # the second answer spans DATA frames
+                response = await asyncio.wait_for(
+                    stub.CallTool(proto.request("echo", {"text": text})), TIMEOUT
+                )
+                assert to_python(response.result)["content"][0]["text"] == text * 2
+            with pytest.raises(grpc.aio.AioRpcError) as failed:  # a trailers-only answer
+                await asyncio.wait_for(stub.CallTool(proto.request("nope", {})), TIMEOUT)
+            assert failed.value.code() is grpc.StatusCode.NOT_FOUND
+            assert failed.value.details() == "Tool not found: nope"
+            (connection,) = server.connections
+            assert type(connection.connection._connection) is LeanH2Connection
+    finally:
+        server.close()
+        await asyncio.wait_for(server.wait_closed(), TIMEOUT)
+        await dispatcher.close()
