@@ -20,9 +20,12 @@ googleapis-common-protos is not a dependency.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import importlib.resources
 import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +153,28 @@ def protos() -> dict[str, Protos]:
             (rpc_dir / relative).write_text(text)
         result["rpc"] = Protos("rpc", _compile(rpc_dir, list(_RPC_PROTOS), work / "rpc.pb"))
     return result
+
+
+@contextlib.asynccontextmanager
+async def served(dispatcher: Any) -> AsyncIterator[tuple[Any, grpc.aio.Channel]]:
+    """``dispatcher``'s gRPC server on an ephemeral 127.0.0.1 port, and a
+    ``grpc.aio`` channel to it (no proxy); closed, and the dispatcher too, after."""
+    from mcplite.grpc import create_server
+    from mcplite.grpc.connections import LimitedServer
+
+    server = create_server(dispatcher)
+    assert isinstance(server, LimitedServer)
+    await server.start("127.0.0.1", 0)
+    try:
+        port = server._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        async with grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)]
+        ) as channel:
+            yield server, channel
+    finally:
+        server.close()
+        await asyncio.wait_for(server.wait_closed(), 10.0)
+        await dispatcher.close()
 
 
 def to_python(value: Any) -> Any:

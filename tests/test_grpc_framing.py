@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 import h2.connection
 import pytest
-from grpc_support import protos, to_python
+from grpc_support import protos, served, to_python
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import ResponseReceived, TrailersReceived
@@ -22,8 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcplite import Config, Dispatcher, Tools
-from mcplite.grpc import create_server
-from mcplite.grpc.connections import LimitedServer
 from mcplite.grpc.framing import LeanH2Connection
 from mcplite.grpc.headercache import CachingEncoder
 
@@ -281,29 +279,17 @@ async def test_a_served_connection_is_lean_and_answers_grpcio() -> None:
         """Say it twice."""
         return text * 2
 
-    dispatcher = Dispatcher(tools, Config(secret=b"k" * 32))
-    server = create_server(dispatcher)
-    assert isinstance(server, LimitedServer)
-    await server.start("127.0.0.1", 0)
     proto = protos()["ours"]
-    try:
-        port = server._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        async with grpc.aio.insecure_channel(
-            f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)]
-        ) as channel:
-            stub = proto.stub(channel)
-            for text in ("a", "b" * 40_000):  # the second answer spans DATA frames
-                response = await asyncio.wait_for(
-                    stub.CallTool(proto.request("echo", {"text": text})), TIMEOUT
-                )
-                assert to_python(response.result)["content"][0]["text"] == text * 2
-            with pytest.raises(grpc.aio.AioRpcError) as failed:  # a trailers-only answer
-                await asyncio.wait_for(stub.CallTool(proto.request("nope", {})), TIMEOUT)
-            assert failed.value.code() is grpc.StatusCode.NOT_FOUND
-            assert failed.value.details() == "Tool not found: nope"
-            (connection,) = server.connections
-            assert type(connection.connection._connection) is LeanH2Connection
-    finally:
-        server.close()
-        await asyncio.wait_for(server.wait_closed(), TIMEOUT)
-        await dispatcher.close()
+    async with served(Dispatcher(tools, Config(secret=b"k" * 32))) as (server, channel):
+        stub = proto.stub(channel)
+        for text in ("a", "b" * 40_000):  # the second answer spans DATA frames
+            response = await asyncio.wait_for(
+                stub.CallTool(proto.request("echo", {"text": text})), TIMEOUT
+            )
+            assert to_python(response.result)["content"][0]["text"] == text * 2
+        with pytest.raises(grpc.aio.AioRpcError) as failed:  # a trailers-only answer
+            await asyncio.wait_for(stub.CallTool(proto.request("nope", {})), TIMEOUT)
+        assert failed.value.code() is grpc.StatusCode.NOT_FOUND
+        assert failed.value.details() == "Tool not found: nope"
+        (connection,) = server.connections
+        assert type(connection.connection._connection) is LeanH2Connection

@@ -9,17 +9,14 @@ import asyncio
 import tracemalloc
 from typing import Any
 
-import grpc
 import pytest
-from grpc_support import protos, to_python
+from grpc_support import protos, served, to_python
 from hpack import Decoder, Encoder, HeaderTuple, NeverIndexedHeaderTuple
 from hpack.exceptions import HPACKError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcplite import Config, Dispatcher, Tools
-from mcplite.grpc import create_server
-from mcplite.grpc.connections import LimitedServer
 from mcplite.grpc.headercache import (
     BLOCKS_KEPT,
     LARGEST_BLOCK,
@@ -145,36 +142,24 @@ async def test_a_client_changing_its_metadata_on_one_connection_is_heard_each_ti
         return hpack_decode(self, data, raw)
 
     monkeypatch.setattr(Decoder, "decode", counted)
-    dispatcher = Dispatcher(_tag_tools(), Config(secret=b"k" * 32))
-    server = create_server(dispatcher)
-    assert isinstance(server, LimitedServer)
-    await server.start("127.0.0.1", 0)
     proto = protos()["ours"]
-    try:
-        port = server._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        async with grpc.aio.insecure_channel(
-            f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)]
-        ) as channel:
-            call = channel.unary_unary(
-                "/mcplite.MCPLite/CallTool",
-                request_serializer=proto.cls("ToolRequest").SerializeToString,
-                response_deserializer=proto.cls("ToolResponse").FromString,
+    async with served(Dispatcher(_tag_tools(), Config(secret=b"k" * 32))) as (server, channel):
+        call = channel.unary_unary(
+            "/mcplite.MCPLite/CallTool",
+            request_serializer=proto.cls("ToolRequest").SerializeToString,
+            response_deserializer=proto.cls("ToolResponse").FromString,
+        )
+        tags = ["a", "b", "a", "a", "b", None, "c" * 300, "a", None, "b"] * 3
+        for tag in tags:
+            metadata = () if tag is None else (("x-tag", tag),)
+            # No gRPC deadline: grpc-timeout would say the time left, a
+            # header that changes with the machine's speed. The wait is
+            # bounded here instead.
+            response = await asyncio.wait_for(
+                call(proto.request("tag"), metadata=metadata), TIMEOUT
             )
-            tags = ["a", "b", "a", "a", "b", None, "c" * 300, "a", None, "b"] * 3
-            for tag in tags:
-                metadata = () if tag is None else (("x-tag", tag),)
-                # No gRPC deadline: grpc-timeout would say the time left, a
-                # header that changes with the machine's speed. The wait is
-                # bounded here instead.
-                response = await asyncio.wait_for(
-                    call(proto.request("tag"), metadata=metadata), TIMEOUT
-                )
-                text = to_python(response.result)["content"][0]["text"]
-                assert text == (tag or "none")
-            assert len(server.connections) == 1
-        # Most blocks were the client's earlier ones, answered from memory.
-        assert 0 < decoded_by_hpack < len(tags) / 2
-    finally:
-        server.close()
-        await asyncio.wait_for(server.wait_closed(), TIMEOUT)
-        await dispatcher.close()
+            text = to_python(response.result)["content"][0]["text"]
+            assert text == (tag or "none")
+        assert len(server.connections) == 1
+    # Most blocks were the client's earlier ones, answered from memory.
+    assert 0 < decoded_by_hpack < len(tags) / 2
