@@ -91,7 +91,7 @@ class _Pair:
         self.theirs.encoder = Encoder()
         self.ours = H2Connection(config)
         self.ours.encoder = CachingEncoder()
-        LeanH2Connection.adopt(self.ours)
+        assert LeanH2Connection.adopt(self.ours)
         self.stream_id = 0
         for server in (self.theirs, self.ours):
             server.initiate_connection()
@@ -263,12 +263,17 @@ def test_what_h2_would_check_or_tell_goes_through_h2(overrides: dict[str, Any]) 
     pair.both("send_data", pair.stream_id, b"abc", end_stream=True)
 
 
-def test_only_an_h2_server_connection_of_h2s_own_class_is_adopted() -> None:
+def test_only_a_connection_of_h2s_own_class_is_adopted() -> None:
     client = H2Connection(H2Configuration(client_side=True))
-    LeanH2Connection.adopt(client)
-    assert isinstance(client, LeanH2Connection) and client.lean is False
-    with pytest.raises(TypeError, match="H2Connection"):
-        LeanH2Connection.adopt(client)
+    assert LeanH2Connection.adopt(client) is True
+    assert isinstance(client, LeanH2Connection) and client.lean is False  # h2 sends for a client
+    assert LeanH2Connection.adopt(client) is False  # already one: left as it is
+
+    class Other(H2Connection):
+        pass
+
+    other = Other(_server_config())
+    assert LeanH2Connection.adopt(other) is False and type(other) is Other
 
 
 async def test_a_served_connection_is_lean_and_answers_grpcio() -> None:

@@ -212,7 +212,7 @@ class _Connection(H2Protocol, asyncio.BufferedProtocol):
         assert isinstance(self.handler, _Handler)
         self.handler.processor = self.processor
         h2_connection = self.connection._connection
-        LeanH2Connection.adopt(h2_connection)
+        LeanH2Connection.adopt(h2_connection)  # grpclib's own H2Connection: leaner frames
         closed = getattr(h2_connection, "_closed_streams", None)
         if isinstance(getattr(closed, "_size_limit", None), int):
             closed._size_limit = CLOSED_STREAMS_KEPT  # type: ignore[union-attr]

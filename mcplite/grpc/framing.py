@@ -70,11 +70,12 @@ class LeanH2Connection(H2Connection):
     lean = False
 
     @classmethod
-    def adopt(cls, connection: H2Connection) -> None:
+    def adopt(cls, connection: H2Connection) -> bool:
         """Turn ``connection``, a plain ``H2Connection`` (grpclib makes its own),
-        into one of these: the class changes, no state does."""
+        into one of these: the class changes, no state does.  False, and nothing
+        done, for any other kind of connection (a subclass may send otherwise)."""
         if type(connection) is not H2Connection:
-            raise TypeError(f"expected an h2 H2Connection, got {type(connection).__name__}")
+            return False
         connection.__class__ = cls
         config = connection.config
         connection.lean = not (  # type: ignore[attr-defined]
@@ -83,6 +84,7 @@ class LeanH2Connection(H2Connection):
             or config.normalize_outbound_headers
             or type(config.logger) is not DummyLogger
         )
+        return True
 
     def send_headers(
         self,
