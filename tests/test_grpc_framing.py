@@ -6,6 +6,8 @@ own path for everything but the plain case, and every served connection lean.
 from __future__ import annotations
 
 import asyncio
+import enum
+import functools
 from typing import Any
 
 import grpc
@@ -17,7 +19,7 @@ from h2.connection import H2Connection
 from h2.events import ResponseReceived, TrailersReceived
 from h2.exceptions import FlowControlError
 from h2.settings import SettingCodes
-from hpack import Encoder
+from hpack import Encoder, HeaderTuple, NeverIndexedHeaderTuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +53,11 @@ REQUEST = [
     ("te", "trailers"),
 ]
 
+
+class _Kind(str, enum.Enum):  # noqa: UP042  (not StrEnum: its str() is its value)
+    GRPC = "application/grpc"
+
+
 _RESPONSES: list[list[Any]] = [
     [(":status", "200"), ("content-type", "application/grpc+proto")],
     [(b":status", b"200"), (b"content-type", b"application/grpc+proto")],
@@ -61,6 +68,17 @@ _RESPONSES: list[list[Any]] = [
     [(":status", "200"), (":method", "GET")],  # h2 remembers a :method it sends
     [(":status", b"101"), (b"x-mixed", "str and bytes")],
     [],
+    # Not what grpclib sends: h2's own path, with h2's results and errors.
+    [(":status", "200"), HeaderTuple("x-a", "b"), NeverIndexedHeaderTuple("x-secret", "s")],
+    [(":status", "200"), ("content-type", _Kind.GRPC)],  # a str subclass: h2 sends its text
+    [(":status", "200"), ("x-count", 3)],
+    [(":status", "200"), ("x-none", None)],
+    [(":status", "200"), ("x-bytes", bytearray(b"ba"))],
+    [(":status", "200"), ("x-three", "v", True)],
+    [(":status",)],
+    [(":status", "200"), ("x-new", "ok"), ("x-bad", "\ud800")],  # not UTF-8: h2 refuses
+    [(b":method", "GET"), (":status", "200")],
+    [(":status", "200"), ["x-list", "v"]],
 ]
 _headers = st.tuples(
     st.just("headers"), st.sampled_from(range(len(_RESPONSES))), st.booleans(), st.booleans()
@@ -71,11 +89,18 @@ _data = st.tuples(
     st.booleans(),
     st.sampled_from(["bytes", "memoryview", "padded"]),
 )
-# The client grows the connection's or the stream's window, sets the windows new
-# streams start with, or opens a new stream (ending it or not).
+# The client grows the connection's or the stream's window, changes a setting
+# (the window new streams start with, the largest frame, the HPACK table), resets
+# the stream, or opens a new one (ending it or not).
+_settings = st.one_of(
+    st.tuples(st.just(SettingCodes.INITIAL_WINDOW_SIZE), st.sampled_from([0, 10, 20_000, 100_000])),
+    st.tuples(st.just(SettingCodes.MAX_FRAME_SIZE), st.sampled_from([16_384, 16_385, 20_000])),
+    st.tuples(st.just(SettingCodes.HEADER_TABLE_SIZE), st.sampled_from([0, 100, 4_096])),
+)
 _client = st.one_of(
     st.tuples(st.just("window"), st.integers(1, 100_000), st.booleans()),
-    st.tuples(st.just("settings"), st.sampled_from([0, 10, 20_000, 100_000])),
+    st.tuples(st.just("settings"), _settings),
+    st.tuples(st.just("reset")),
     st.tuples(st.just("open"), st.booleans()),
 )
 _step = st.one_of(_headers, _headers, _data, _data, _client)
@@ -119,9 +144,15 @@ class _Pair:
         self.client.increment_flow_control_window(increment, stream_id=stream_id)
         self._to_servers()
 
-    def settings(self, initial_window: int) -> None:
-        self.client.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: initial_window})
+    def settings(self, code: SettingCodes, value: int) -> None:
+        self.client.update_settings({code: value})
         self._to_servers()
+
+    def reset(self) -> None:
+        stream = self.client.streams.get(self.stream_id)
+        if stream is not None and not stream.closed:
+            self.client.reset_stream(self.stream_id)
+            self._to_servers()
 
     def both(self, method: str, *args: Any, **kwargs: Any) -> tuple[type | None, bytes]:
         """Call ``method`` on both servers: the same outcome, bytes and state.
@@ -147,6 +178,10 @@ def _state(server: H2Connection) -> Any:
             stream.state_machine.trailers_sent,
             stream.outbound_flow_control_window,
             stream.request_method,
+            stream.closed_by,
+            stream.state_machine.client,
+            stream._authority,
+            stream.max_outbound_frame_size,
         )
         for stream_id, stream in server.streams.items()
     }
@@ -154,6 +189,7 @@ def _state(server: H2Connection) -> Any:
         server.state_machine.state,
         server.outbound_flow_control_window,
         server.encoder.header_table_size,
+        server.encoder.header_table.resized,
         list(server.encoder.header_table.dynamic_entries),
         streams,
     )
@@ -180,7 +216,9 @@ def test_a_lean_connection_sends_what_h2_sends_and_ends_where_h2_ends(steps: lis
         elif kind == "window":
             pair.window(step[1], step[2])
         elif kind == "settings":
-            pair.settings(step[1])
+            pair.settings(*step[1])
+        elif kind == "reset":
+            pair.reset()
         elif kind == "headers":
             _, which, end_stream, priority = step
             extra = {"priority_weight": 16} if priority else {}
@@ -190,12 +228,74 @@ def test_a_lean_connection_sends_what_h2_sends_and_ends_where_h2_ends(steps: lis
             pair.both("send_data", pair.stream_id, end_stream=end_stream, **_payload(size, payload))
 
 
+@functools.cache
+def _encoding_to(size: int) -> list[tuple[str, str]]:
+    """Response headers whose HPACK block, on a new table, is ``size`` bytes."""
+
+    def block(n: int) -> int:
+        return len(Encoder().encode([(":status", "200"), ("x-big", "b" * n)]))
+
+    low, high = 0, 2 * size  # a "b" is 6 bits: the block grows by 0 or 1 byte a step
+    while low < high:
+        middle = (low + high) // 2
+        if block(middle) < size:
+            low = middle + 1
+        else:
+            high = middle
+    assert block(low) == size
+    return [(":status", "200"), ("x-big", "b" * low)]
+
+
+@pytest.mark.parametrize("size", [16_383, 16_384, 16_385, 32_768, 32_769])
+def test_a_header_block_is_split_into_frames_where_h2_splits_it(size: int) -> None:
+    pair = _Pair(_server_config())
+    pair.open(end_stream=True)
+    headers = _encoding_to(size)
+    error, sent = pair.both("send_headers", pair.stream_id, headers, end_stream=True)
+    assert error is None
+    frames = -(-size // 16_384)  # HEADERS, then CONTINUATION for the rest
+    assert len(sent) == size + 9 * frames
+    (response, ended) = pair.client.receive_data(sent)
+    assert isinstance(response, ResponseReceived)
+    assert response.headers == [(n.encode(), v.encode()) for n, v in headers]
+    assert type(ended).__name__ == "StreamEnded"
+
+
+def test_streams_the_server_opened_are_answered_as_h2_answers_them() -> None:
+    pair = _Pair(_server_config())
+    pair.open(end_stream=True)
+    promised = [
+        (":method", "GET"),
+        (":path", "/p"),
+        (":authority", "a.example"),
+        (":scheme", "http"),
+    ]
+    assert pair.both("push_stream", pair.stream_id, 2, promised)[0] is None
+    # A push that fails midway (h2 cannot encode an int) leaves its stream IDLE.
+    pair.both("push_stream", pair.stream_id, 4, [*promised, ("x-bad", 1)])
+    for stream_id in (2, 4):
+        # Headers that name an authority, which h2 remembers for a stream it opens.
+        pair.both("send_headers", stream_id, list(promised))
+        pair.both("send_headers", stream_id, [(":status", "200")])
+        pair.both("send_data", stream_id, b"xyz", end_stream=True)
+
+
+@pytest.mark.parametrize("which", range(len(_RESPONSES)))
+def test_after_a_goaway_sends_are_refused_as_h2_refuses_them(which: int) -> None:
+    pair = _Pair(_server_config())
+    pair.open(end_stream=False)
+    pair.client.close_connection()
+    pair._to_servers()
+    pair.both("send_headers", pair.stream_id, list(_RESPONSES[which]))
+    pair.both("send_data", pair.stream_id, b"x", end_stream=True)
+
+
 @pytest.mark.parametrize("binding", ["connection", "stream"])
 def test_data_over_a_window_is_refused_as_h2_refuses_it(binding: str) -> None:
     pair = _Pair(_server_config())
     # One window stays at 65,535 bytes, the other is made larger.
     if binding == "connection":
-        pair.settings(100_000)
+        pair.settings(SettingCodes.INITIAL_WINDOW_SIZE, 100_000)
         pair.open(end_stream=False)
     else:
         pair.open(end_stream=False)

@@ -10,11 +10,14 @@ of a unary call's CPU on this server, for 9 bytes of frame header.
 ``send_headers`` and ``send_data`` in fewer steps.  Every state change stays
 h2's own: the connection's and the stream's state machines take the same
 inputs in the same order, the same flow-control windows are charged, HPACK
-encodes the same headers (hpack turns ``str`` into ``bytes`` itself, as h2's
-``utf8_encode_headers`` would), and the bytes queued are byte for byte h2's.
-Anything else (a stream h2 would have to open, priority, padding, a frame over
-the peer's size or window, 1xx headers, header validation or normalization
-switched on, a logger to tell) takes h2's own path, which raises h2's own errors.
+encodes the same bytes, and the bytes queued are byte for byte h2's.  The plain
+case is what grpclib sends: headers that are a list of ``(name, value)`` tuples
+of exactly ``str`` or ``bytes`` (UTF-8), on a stream the client opened, and
+data as ``bytes`` that fits the frame size and both windows.  Anything else (a
+``HeaderTuple``, a ``str`` subclass, text that is not UTF-8, 1xx headers, a
+stream h2 would have to open, priority, padding, header validation or
+normalization switched on, a logger to tell) takes h2's own path, which
+raises h2's own errors in h2's own order.
 tests/test_grpc_framing.py checks the byte-for-byte claim against h2.
 
 h2 internals used (h2 4.x): ``H2Connection.streams``, ``state_machine``,
@@ -33,7 +36,7 @@ from h2.config import DummyLogger
 from h2.connection import ConnectionInputs, H2Connection
 from h2.exceptions import ProtocolError
 from h2.stream import StreamInputs
-from h2.utilities import extract_method_header
+from h2.utilities import extract_method_header, is_informational_response
 
 __all__ = ["LeanH2Connection"]
 
@@ -48,18 +51,32 @@ def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
     return _FRAME_HEAD.pack(size >> 8, size & 0xFF, kind, flags, stream_id) + payload
 
 
-def _informational(headers: list[Any]) -> bool:
-    """h2's ``is_informational_response``, for ``str`` or ``bytes`` headers."""
-    for name, value in headers:
-        if type(name) is str:
-            name = name.encode()
-        if type(value) is str:
-            value = value.encode()
-        if not name.startswith(b":"):
-            return False
-        if name == b":status":
-            return bool(value.startswith(b"1"))
-    return False
+def _plain(headers: Any) -> list[tuple[bytes, bytes]] | None:
+    """``headers`` as h2's ``utf8_encode_headers`` makes them, if every one is a
+    plain ``(name, value)`` tuple of exactly ``str`` or ``bytes`` and the text is
+    UTF-8 (what grpclib sends); else None, for h2 to handle (and refuse) itself."""
+    if type(headers) is not list or not headers:  # h2 fails on [] after changing state
+        return None
+    out = []
+    try:
+        for header in headers:
+            if type(header) is not tuple or len(header) != 2:
+                return None
+            name, value = header
+            kind = type(name)
+            if kind is str:
+                name = name.encode("utf-8")
+            elif kind is not bytes:
+                return None
+            kind = type(value)
+            if kind is str:
+                value = value.encode("utf-8")
+            elif kind is not bytes:
+                return None
+            out.append((name, value))
+    except UnicodeEncodeError:
+        return None
+    return out
 
 
 class LeanH2Connection(H2Connection):
@@ -96,16 +113,17 @@ class LeanH2Connection(H2Connection):
         priority_exclusive: bool | None = None,
     ) -> None:
         stream = self.streams.get(stream_id)
+        plain = None
         if (
-            stream is None
-            or priority_weight is not None
-            or priority_depends_on is not None
-            or priority_exclusive is not None
-            or type(headers) is not list
-            or not headers  # h2 fails on it, after changing state
-            or not self.lean
-            or _informational(headers)
+            stream is not None
+            and self.lean
+            and priority_weight is None
+            and priority_depends_on is None
+            and priority_exclusive is None
+            and stream.state_machine.client is False  # a stream the client opened
         ):
+            plain = _plain(headers)
+        if stream is None or plain is None or is_informational_response(plain):
             super().send_headers(
                 stream_id,
                 headers,
@@ -119,23 +137,22 @@ class LeanH2Connection(H2Connection):
         self.state_machine.process_input(ConnectionInputs.SEND_HEADERS)
         machine = stream.state_machine
         machine.process_input(StreamInputs.SEND_HEADERS)
-        block = self.encoder.encode(headers)
+        block = self.encoder.encode(plain)
         if end_stream:
             machine.process_input(StreamInputs.SEND_END_STREAM)
         if machine.trailers_sent and not end_stream:
             raise ProtocolError("Trailers must have END_STREAM set.")
-        stream.request_method = extract_method_header(headers)
+        stream.request_method = extract_method_header(plain)
         first = _END_STREAM if end_stream else 0
         most = self.max_outbound_frame_size
         if len(block) <= most:
             self._data_to_send += _frame(_HEADERS, first | _END_HEADERS, stream_id, block)
             return
         parts = [block[i : i + most] for i in range(0, len(block), most)]
-        out = self._data_to_send
-        out += _frame(_HEADERS, first, stream_id, parts[0])
-        for part in parts[1:-1]:
-            out += _frame(_CONTINUATION, 0, stream_id, part)
-        out += _frame(_CONTINUATION, _END_HEADERS, stream_id, parts[-1])
+        frames = [_frame(_HEADERS, first, stream_id, parts[0])]
+        frames += [_frame(_CONTINUATION, 0, stream_id, part) for part in parts[1:-1]]
+        frames.append(_frame(_CONTINUATION, _END_HEADERS, stream_id, parts[-1]))
+        self._data_to_send += b"".join(frames)
 
     def send_data(
         self,
