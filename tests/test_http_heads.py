@@ -22,7 +22,8 @@ from h11._receivebuffer import ReceiveBuffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcplite.http.heads import _FIELD_VALUE, ServerConnection, fast_request, read_request
+from mcplite.http.cycle import ServerConnection
+from mcplite.http.heads import _FIELD_VALUE, fast_request, read_request
 
 METHODS = [b"POST", b"GET", b"HEAD", b"M-SEARCH", b"PO ST", b"P\x00", b"", b"G\xc3\xa9T"]
 TARGETS = [b"/mcp", b"/mcp-lite/v1/rpc?x=1", b"*", b"/a b", b"/\x7f", b"", b"/\xff"]

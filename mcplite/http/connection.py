@@ -42,7 +42,7 @@ from ..metrics import METRICS
 from ..outcomes import Partial
 from ..runner import EAGER_TASKS, start_task
 from . import sse
-from .heads import ServerConnection
+from .cycle import ServerConnection
 
 if TYPE_CHECKING:
     from .server import HttpServer

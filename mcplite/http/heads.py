@@ -13,16 +13,15 @@ as before.  ``tests/test_http_heads.py`` checks, on generated heads, that both
 readers give the same event, the same error or the same wait for more data,
 and leave the same bytes in the buffer.
 
-h11 internals used (h11 is pinned below 0.17): ``Connection._get_io_object``
-(where h11 picks the reader for a state), ``ReceiveBuffer._data``,
-``_multiple_lines_search`` and ``_extract``, the ``Headers`` constructor, and
-``h11._readers.maybe_read_from_IDLE_client``.
+:class:`mcplite.http.cycle.ServerConnection` plugs it in where h11 picks the
+reader for an idle client.  h11 internals used (h11 is pinned below 0.17):
+``ReceiveBuffer._data``, ``_multiple_lines_search`` and ``_extract``, the
+``Headers`` constructor, and ``h11._readers.maybe_read_from_IDLE_client``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import h11
 from h11 import _abnf
@@ -30,7 +29,7 @@ from h11._headers import Headers
 from h11._readers import maybe_read_from_IDLE_client
 from h11._receivebuffer import ReceiveBuffer
 
-__all__ = ["ServerConnection", "read_request"]
+__all__ = ["fast_request", "read_request"]
 
 #: The most digits h11 takes in a Content-Length (h11._headers.CONTENT_LENGTH_MAX_DIGITS).
 _MAX_LENGTH_DIGITS = 20
@@ -110,11 +109,3 @@ def read_request(buf: ReceiveBuffer) -> h11.Request | None:
     if request is not None:
         return request
     return maybe_read_from_IDLE_client(buf)
-
-
-class ServerConnection(h11.Connection):
-    """An ``h11.Connection`` that reads request heads with :func:`read_request`."""
-
-    def _get_io_object(self, role: Any, event: Any, io_dict: Any) -> Any:
-        io = super()._get_io_object(role, event, io_dict)
-        return read_request if io is maybe_read_from_IDLE_client else io

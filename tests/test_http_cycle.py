@@ -1,0 +1,343 @@
+"""The plain request/response cycle in one step per event (``mcplite.http.cycle``)
+against h11's own code.
+
+A reference connection is h11's ``Connection`` with the same head reader
+plugged in, so that the two differ only in what ``ServerConnection`` changes.
+Both are driven side by side through generated scripts: request streams of
+every shape h11 handles (pipelined, HTTP/1.0, chunked, ``Expect``, ``Upgrade``,
+``CONNECT``, ``Connection: close``, bad lengths, bodies cut short), cut into
+random pieces, interleaved with every response a server sends (plain, early,
+chunked, 1xx, 101, 204, to ``HEAD``, closing, trailers, too short or too long),
+the next cycle, the client closing, and errors.  After every step both must
+have given the same event, the same bytes or the same error, and be in the
+same state: states, keep-alive, switch proposals, the request method, the
+peer's version, the 100-continue flag, the reader and the writer (with their
+counts) and the unread bytes.  Further tests check that the plain cycle does
+take the short steps and that plain h11 agrees on whole exchanges.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import h11
+import pytest
+from h11._readers import maybe_read_from_IDLE_client
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcplite.http.connection import _send_fast
+from mcplite.http.cycle import ServerConnection
+from mcplite.http.heads import read_request
+
+
+class Reference(h11.Connection):
+    """h11's connection with our head reader: all of its steps, h11's own."""
+
+    def _get_io_object(self, role: Any, event: Any, io_dict: Any) -> Any:
+        io = super()._get_io_object(role, event, io_dict)
+        return read_request if io is maybe_read_from_IDLE_client else io
+
+
+def _io(obj: Any) -> Any:
+    """A reader or writer as a comparable value: its kind and its counts."""
+    if obj is None or not hasattr(obj, "__dict__"):
+        return obj
+    return (type(obj).__name__, sorted(vars(obj).items()))
+
+
+def state(conn: h11.Connection) -> dict[str, Any]:
+    cstate = conn._cstate
+    return {
+        "states": dict(cstate.states),
+        "keep_alive": cstate.keep_alive,
+        "proposals": set(cstate.pending_switch_proposals),
+        "method": conn._request_method,
+        "their_version": conn.their_http_version,
+        "waiting_100": conn.client_is_waiting_for_100_continue,
+        "reader": _io(conn._reader),
+        "writer": _io(conn._writer),
+        "trailing": conn.trailing_data,
+    }
+
+
+def _outcome(call: Any) -> Any:
+    try:
+        result = call()
+    except h11.ProtocolError as exc:
+        return f"error {type(exc).__name__}: {exc} ({exc.error_status_hint})"
+    except (AttributeError, RuntimeError) as exc:
+        # h11's own: data after the close, and a slip formatting the error for
+        # a request after an early response.  Both must raise them alike.
+        return f"error {type(exc).__name__}: {exc}"
+    if isinstance(result, list):  # bytes pieces
+        return b"".join(result)
+    return result if isinstance(result, bytes | type(None)) else repr(result)
+
+
+# -- what a client sends ---------------------------------------------------
+
+HEADERS = [
+    b"Content-Type: application/json",
+    b"Accept: application/json, text/event-stream",
+    b"Connection: keep-alive",
+    b"Connection: close",
+    b"connection: Keep-Alive, Close",
+    b"Connection: CLOSE",
+    b"Connection: closed, x-close",
+    b"Connection: upgrade",
+    b"Connection:",
+    b"Upgrade: websocket",
+    b"Upgrade:",
+    b"Expect: 100-continue",
+    b"Expect: something",
+    b"Transfer-Encoding: chunked",
+    b"Transfer-Encoding: gzip",
+    b"Content-Length: 5",
+    b"Content-Length: 5",
+    b"Content-Length: 3",
+    b"Content-Length: 0",
+    b"Content-Length: 5, 5",
+    b"Content-Length: x",
+    b"Mcp-Name: echo",
+]
+METHODS = [b"POST", b"POST", b"POST", b"GET", b"HEAD", b"CONNECT", b"OPTIONS"]
+VERSIONS = [b"HTTP/1.1", b"HTTP/1.1", b"HTTP/1.1", b"HTTP/1.0"]
+BODIES = [b"", b"hello", b"abc", b"5\r\nhello\r\n0\r\n\r\n", b"3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n"]
+
+request = st.tuples(
+    st.sampled_from(METHODS),
+    st.sampled_from([b"/mcp", b"*", b"127.0.0.1:80"]),
+    st.sampled_from(VERSIONS),
+    st.sampled_from([b"Host: 127.0.0.1\r\n", b"Host: 127.0.0.1\r\n", b""]),
+    st.lists(st.sampled_from(HEADERS), max_size=4),
+    st.sampled_from(BODIES),
+).map(
+    lambda r: (
+        b"%s %s %s\r\n%s%s\r\n%s"
+        % (r[0], r[1], r[2], r[3], b"".join(h + b"\r\n" for h in r[4]), r[5])
+    )
+)
+# The request almost every client sends, so that the short steps run a lot.
+PLAIN = (
+    b"POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 5\r\n\r\nhello"
+)
+
+
+def _plain_with(*lines: bytes, version: bytes = b"HTTP/1.1") -> bytes:
+    extra = b"".join(line + b"\r\n" for line in lines)
+    return PLAIN.replace(b"HTTP/1.1\r\nHost: h\r\n", version + b"\r\nHost: h\r\n" + extra)
+
+
+# ...and the requests just off it, each a step away from the plain cycle.
+NEAR = [
+    PLAIN,
+    _plain_with(b"Connection: keep-alive"),
+    _plain_with(b"Connection: close"),
+    _plain_with(b"Expect: 100-continue"),
+    _plain_with(b"Upgrade: websocket"),
+    _plain_with(version=b"HTTP/1.0"),
+    b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\n\r\n",
+    b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+    b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+    b"HEAD / HTTP/1.1\r\nHost: h\r\n\r\n",
+]
+stream = st.lists(st.one_of(st.sampled_from(NEAR), request), min_size=1, max_size=3).map(b"".join)
+
+# -- what a server does ----------------------------------------------------
+
+_CL = ("Content-Length", "2")
+RESPONSES: dict[str, Any] = {
+    "plain": lambda: h11.Response(status_code=200, headers=[_CL]),
+    "plain-0": lambda: h11.Response(status_code=200, headers=[("content-length", "0")]),
+    "chunked": lambda: h11.Response(status_code=200, headers=[]),
+    "te": lambda: h11.Response(status_code=200, headers=[("Transfer-Encoding", "chunked")]),
+    "close": lambda: h11.Response(status_code=200, headers=[_CL, ("Connection", "close")]),
+    "keep": lambda: h11.Response(status_code=200, headers=[_CL, ("Connection", "keep-alive")]),
+    "1.0": lambda: h11.Response(status_code=200, headers=[_CL], http_version="1.0"),
+    "204": lambda: h11.Response(status_code=204, headers=[]),
+    "204-cl": lambda: h11.Response(status_code=204, headers=[_CL]),
+    "304": lambda: h11.Response(status_code=304, headers=[_CL]),
+    "400": lambda: h11.Response(status_code=400, headers=[_CL]),
+    "100": lambda: h11.InformationalResponse(status_code=100, headers=[]),
+    "101": lambda: h11.InformationalResponse(status_code=101, headers=[("Upgrade", "x")]),
+    "data": lambda: h11.Data(data=b"ok"),
+    "data-3": lambda: h11.Data(data=b"abc"),
+    "end": lambda: h11.EndOfMessage(),
+    "trailers": lambda: h11.EndOfMessage(headers=[("X-T", "1")]),
+    "closed": lambda: h11.ConnectionClosed(),
+}
+
+op = st.one_of(
+    st.sampled_from(["next", "next", "next", "next", "feed", "feed", "fast", "cycle", "eof"]),
+    st.sampled_from(sorted(RESPONSES)).map(lambda name: "send:" + name),
+    # As _send_fast does: straight to the state machine, no header clean-up.
+    st.sampled_from(sorted(RESPONSES)).map(lambda name: "raw:" + name),
+    st.sampled_from(["send_failed", "fast-404"]),
+)
+
+
+def step(conn: h11.Connection, action: str, pieces: list[bytes]) -> Any:
+    if action == "next":
+        return _outcome(conn.next_event)
+    if action == "feed":
+        if not pieces:
+            return "nothing left"
+        return _outcome(lambda: conn.receive_data(pieces.pop(0)))
+    if action == "eof":
+        return _outcome(lambda: conn.receive_data(b""))
+    if action == "cycle":
+        return _outcome(conn.start_next_cycle)
+    if action == "send_failed":
+        return _outcome(conn.send_failed)
+    if action in ("fast", "fast-404"):
+        # What the server writes for a keep-alive POST (mcplite.http.connection).
+        status = 404 if action == "fast-404" else 200
+        return _outcome(lambda: _send_fast(conn, status, [(b"content-type", b"x")], b"{}"))
+    if action.startswith("raw:"):
+        event = RESPONSES[action.removeprefix("raw:")]()
+        return _outcome(lambda: conn._process_event(h11.SERVER, event))
+    event = RESPONSES[action.removeprefix("send:")]()
+    return _outcome(lambda: conn.send(event))
+
+
+@settings(max_examples=4000, deadline=None)
+@given(
+    stream,
+    st.lists(st.integers(min_value=1, max_value=60), max_size=5),
+    st.lists(op, max_size=40),
+    st.sampled_from([16 * 1024, 40]),  # the head limit: h11's default, and one heads reach
+)
+def test_every_step_agrees_with_h11(
+    data: bytes, cuts: list[int], script: list[str], head_limit: int
+) -> None:
+    pieces, rest = [], data
+    for cut in cuts:
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    pieces = [piece for piece in [*pieces, rest] if piece]
+    agree(pieces, script, {"max_incomplete_event_size": head_limit})
+
+
+def agree(pieces: list[bytes], script: Any, options: dict[str, Any]) -> None:
+    """Both connections driven by ``script`` (fed ``pieces`` one per "feed"),
+    step for step: the same outcome and the same state after each."""
+    ours, theirs = ServerConnection(h11.SERVER, **options), Reference(h11.SERVER, **options)
+    our_pieces, their_pieces = list(pieces), list(pieces)
+    for action in ["feed", *script]:
+        mine = step(ours, action, our_pieces)
+        expected = step(theirs, action, their_pieces)
+        assert mine == expected, (script, action)
+        assert state(ours) == state(theirs), (script, action)
+
+
+# Every short script over the steps that decide the cycle, from each request just
+# off the plain one: the cases the generated scripts reach only now and then.
+SHORT = ["next", "fast", "cycle", "eof", "send:plain", "send:end", "send:100", "raw:chunked"]
+
+
+@pytest.mark.parametrize("data", NEAR)
+def test_every_short_script_agrees_with_h11(data: bytes) -> None:
+    for script in itertools.product(SHORT, repeat=3):
+        agree([data], script, {})
+
+
+def serve(conn: h11.Connection, data: bytes, respond: Any) -> list[Any]:
+    """A whole exchange the way the server drives it: events until h11 needs
+    data, pauses or errs; a response after each request's end, then the next
+    cycle when both sides are done."""
+    seen: list[Any] = []
+    conn.receive_data(data)
+    while True:
+        outcome = _outcome(conn.next_event)
+        seen.append(outcome)
+        if not outcome.startswith(("Request", "Data", "EndOfMessage")):
+            return seen  # NEED_DATA, PAUSED, or an error
+        if outcome.startswith("EndOfMessage"):
+            seen.append(respond(conn))
+            if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                seen.append(_outcome(conn.start_next_cycle))
+        seen.append(state(conn)["states"])
+
+
+def _respond(conn: h11.Connection) -> Any:
+    return [
+        _outcome(lambda: conn.send(h11.Response(status_code=200, headers=[_CL]))),
+        _outcome(lambda: conn.send(h11.Data(data=b"ok"))),
+        _outcome(lambda: conn.send(h11.EndOfMessage())),
+    ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(stream)
+def test_whole_exchanges_agree_with_plain_h11(data: bytes) -> None:
+    # Against h11 exactly as shipped (its own head reader too).
+    assert serve(ServerConnection(h11.SERVER), data, _respond) == serve(
+        h11.Connection(h11.SERVER), data, _respond
+    )
+
+
+def test_the_plain_cycle_takes_none_of_h11s_general_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = ServerConnection(h11.SERVER)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("h11's general step taken")
+
+    for name in ("_process_event", "next_event", "start_next_cycle", "_respond_to_state_changes"):
+        monkeypatch.setattr(h11.Connection, name, refuse)
+    for _ in range(3):  # and again on the same connection
+        conn.receive_data(PLAIN)
+        assert type(conn.next_event()) is h11.Request
+        assert conn.next_event() == h11.Data(data=b"hello")
+        assert type(conn.next_event()) is h11.EndOfMessage
+        written = _send_fast(conn, 200, [(b"content-type", b"application/json")], b"{}")
+        assert written.startswith(b"HTTP/1.1 200 OK\r\n")
+        conn.start_next_cycle()
+        assert conn.next_event() is h11.NEED_DATA
+    assert conn.states == {h11.CLIENT: h11.IDLE, h11.SERVER: h11.IDLE}
+
+
+def test_a_connection_header_that_keeps_alive_stays_on_the_short_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    conn = ServerConnection(h11.SERVER)
+    monkeypatch.setattr(h11.Connection, "_process_event", pytest.fail)
+    conn.receive_data(PLAIN.replace(b"Host: h\r\n", b"Host: h\r\nConnection: keep-alive\r\n"))
+    assert type(conn.next_event()) is h11.Request
+    assert conn.their_state is h11.SEND_BODY
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "why"),
+    [
+        (PLAIN.replace(b"HTTP/1.1", b"HTTP/1.0"), "HTTP/1.0 closes"),
+        (PLAIN.replace(b"Host: h", b"Host: h\r\nConnection: close"), "the client closes"),
+        (PLAIN.replace(b"Host: h", b"Host: h\r\nExpect: 100-continue"), "100-continue"),
+        (PLAIN.replace(b"Host: h", b"Host: h\r\nUpgrade: websocket"), "an upgrade"),
+        (b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\n\r\n", "CONNECT"),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", "chunked"),
+    ],
+)
+def test_requests_off_the_plain_cycle_go_through_h11(
+    monkeypatch: pytest.MonkeyPatch, request_bytes: bytes, why: str
+) -> None:
+    conn = ServerConnection(h11.SERVER)
+    taken: list[Any] = []
+    real = h11.Connection._process_event
+
+    def spy(self: h11.Connection, role: Any, event: Any) -> None:
+        taken.append(type(event))
+        real(self, role, event)
+
+    monkeypatch.setattr(h11.Connection, "_process_event", spy)
+    conn.receive_data(request_bytes)
+    assert type(conn.next_event()) is h11.Request
+    assert taken == [h11.Request], why
+
+
+def test_only_the_server_side() -> None:
+    with pytest.raises(ValueError, match="server side"):
+        ServerConnection(h11.CLIENT)
