@@ -177,6 +177,11 @@ def test_both_readers_agree_on_any_head(data: bytes) -> None:
     assert outcome(read_request, data) == outcome(maybe_read_from_IDLE_client, data)
 
 
+def test_both_readers_wait_on_nothing() -> None:
+    # Asked after every cycle, before the next request's bytes are in.
+    assert outcome(read_request, b"") == outcome(maybe_read_from_IDLE_client, b"") == ("wait", b"")
+
+
 def simple_heads() -> list[bytes]:
     return [
         b"POST /mcp-lite/v1/rpc HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"

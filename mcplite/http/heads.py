@@ -105,6 +105,8 @@ def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
 
 def read_request(buf: ReceiveBuffer) -> h11.Request | None:
     """h11's reader for an idle client's bytes, the common head read faster."""
+    if not buf._data:
+        return None  # what h11's reader makes of nothing, asked after every cycle
     request = fast_request(buf)
     if request is not None:
         return request
