@@ -189,7 +189,7 @@ class ServerConnection(h11.Connection):
             and states[SERVER] is DONE
             and cstate.keep_alive
             and not cstate.pending_switch_proposals
-            and not self.client_is_waiting_for_100_continue
+            and not self.client_is_waiting_for_100_continue  # h11 asserts it: its error
         ):
             cstate.states = {CLIENT: IDLE, SERVER: IDLE}
             self._request_method = None
