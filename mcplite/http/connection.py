@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -407,7 +407,7 @@ class HttpConnection(asyncio.Protocol):
                     415,
                     "Unsupported media type: send Content-Type: application/json",
                 )
-            elif b"charset" in ctype and b"utf-8" not in ctype:
+            elif ctype.find(b"charset") >= 0 and ctype.find(b"utf-8") < 0:
                 self._rejection = (415, "Unsupported charset: the body must be UTF-8")
         self._caller = None
         self._auth_refused = False
@@ -504,32 +504,35 @@ class HttpConnection(asyncio.Protocol):
         # Eager only for the first request of a loop turn (see the class docstring).
         server = self.server
         if server.started_this_turn or not EAGER_TASKS:
-            task = self.loop.create_task(answering)
+            task = self.loop.create_task(self._handle(answering))
         else:
             server.started_this_turn = True
             self.loop.call_soon(_new_turn, server)
-            task = start_task(answering)
-        if task.done():
-            self._task_done(task)
-        else:
+            task = start_task(self._handle(answering))
+        if not task.done():
             self.task = task
             self._body = body
-            task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self.task = None
-        self._body = b""
-        if task.cancelled():
+    async def _handle(self, answering: Coroutine[Any, Any, None]) -> None:
+        """Answer, then end the cycle, in the request's task (no done callback)."""
+        try:
+            await answering
+        except asyncio.CancelledError:
             # The client left (FIN or reset) or the server is closing: this
             # connection has nobody to answer; close it so it cannot linger.
+            self.task = None
+            self._body = b""
             self.abort()
-            return
-        exc = task.exception()
-        if exc is not None:
+            raise
+        except Exception as exc:
+            self.task = None
+            self._body = b""
             log.error("HTTP request failed", exc_info=exc)
             self.status = 500
             self._fail(500, "Internal server error")
             return
+        self.task = None
+        self._body = b""
         self._finish()
         if not self._advancing:
             self._advance()  # pipelined requests waiting in h11's buffer
@@ -593,6 +596,9 @@ class HttpConnection(asyncio.Protocol):
             self._log()
             self._request = None
         task.cancel()
+        # Closed here, not only by the task: one cancelled before its first step
+        # never runs _handle (whose CancelledError branch closes too).
+        self.abort()
 
     # -- answering ----------------------------------------------------------
 
@@ -618,10 +624,10 @@ class HttpConnection(asyncio.Protocol):
 
     async def _answer_call(self, body: bytes) -> None:
         accept = self._headers.get(b"accept", b"")
-        if b"text/event-stream" in accept:
+        if accept.find(b"text/event-stream") >= 0:  # (find: see _answer_mcp)
             # A client that takes JSON too (every MCP client) gets JSON, unless
             # the tool streams by nature.
-            await self._answer_stream(body, json_too=b"application/json" in accept)
+            await self._answer_stream(body, json_too=accept.find(b"application/json") >= 0)
             return
         self._reply(await self.server.rpc.handle(body, self._context()))
 
@@ -629,8 +635,14 @@ class HttpConnection(asyncio.Protocol):
         """The MCP endpoint: JSON, or SSE once the call says something before its
         result (progress, log messages); see :mod:`mcplite.mcp.server`."""
         accept = self._headers.get(b"accept", b"*/*")
-        sse_ok = b"text/event-stream" in accept
-        json_ok = b"application/json" in accept or b"*/*" in accept or b"application/*" in accept
+        # bytes.find, not "in": on bytes, "in" first tries its operand as an int
+        # and builds (then drops) a TypeError, three times the cost.
+        sse_ok = accept.find(b"text/event-stream") >= 0
+        json_ok = (
+            accept.find(b"application/json") >= 0
+            or accept.find(b"*/*") >= 0
+            or accept.find(b"application/*") >= 0
+        )
         if not (json_ok or sse_ok):
             self.status = 406
             self._send_error(406, "Not acceptable: accept application/json", close=False)

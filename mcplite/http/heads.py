@@ -73,10 +73,11 @@ def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
     # value without CR or LF (the match above), so "\r\nname:" finds exactly
     # the header lines of that name.
     names = b"\r\n" + lines.lower()
-    if names.count(b"\r\nhost:") != 1 or b"\r\ntransfer-encoding:" in names:
+    # (bytes.find rather than "in", which on bytes costs a TypeError built and dropped.)
+    if names.count(b"\r\nhost:") != 1 or names.find(b"\r\ntransfer-encoding:") >= 0:
         return None  # h11's to refuse (no Host, two) or to frame (chunked)
     fields = _FIELD.findall(lines)
-    if (b" \r\n" in lines or b"\t\r\n" in lines) and any(
+    if (lines.find(b" \r\n") >= 0 or lines.find(b"\t\r\n") >= 0) and any(
         value.endswith((b" ", b"\t")) for _, value in fields
     ):
         return None  # whitespace after a value (rare): h11 strips it
