@@ -34,7 +34,7 @@ from .config import Config
 from .context import IN_PROCESS, RequestContext
 from .envelope import Result
 from .errors import (
-    InvalidParams,
+    InvalidArguments,
     MCPLiteError,
     Overloaded,
     PromiseTableFull,
@@ -112,8 +112,12 @@ class Dispatcher:
         #: Counts the changes to the tool list (add_tool, remove_tool): caches of it check it.
         self.version = 0
         self._listeners: list[Callable[[], None]] = []
+        #: The tools of the registry this dispatcher follows (see _registry_changed).
+        self._from_registry: dict[str, Tool] = {}
         if isinstance(tools, Tools):
             _SERVING.setdefault(tools, weakref.WeakSet()).add(self)
+            self._from_registry = {tool.name: tool for tool in tools}
+            _follow(self, tools)
 
     # -- changing the tools while serving -------------------------------------
 
@@ -141,6 +145,31 @@ class Dispatcher:
         del self._tools[name]
         self._changed()
         return tool
+
+    def _registry_changed(self, tools: Tools) -> None:
+        """The registry this dispatcher was made from changed (``tools.add``,
+        ``tools.remove``): serve what it holds now.  A tool :meth:`remove_tool`
+        took away stays away; a new tool whose name this dispatcher already
+        serves (a system tool, one given to :meth:`add_tool`) is not served."""
+        held = {tool.name: tool for tool in tools}
+        changed = False
+        for name, tool in list(self._from_registry.items()):
+            if held.get(name) is not tool:  # removed from the registry, or replaced
+                del self._from_registry[name]
+                if self._tools.get(name) is tool:
+                    del self._tools[name]
+                    changed = True
+        for name, tool in held.items():
+            if name in self._from_registry:
+                continue
+            self._from_registry[name] = tool
+            if name in self._tools:
+                log.error("tool %r is not served: another tool of that name is", name)
+                continue
+            self._tools[name] = tool
+            changed = True
+        if changed:
+            self._changed()
 
     def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener()`` after every tool added or removed; returns the
@@ -182,15 +211,22 @@ class Dispatcher:
             return self._definitions  # built once
         return [t.definition() for t in self._tools.values() if self.policy.visible(context, t)]
 
-    def tool(self, name: str, context: RequestContext = IN_PROCESS) -> Tool:
+    def tool(
+        self, name: str, context: RequestContext = IN_PROCESS, *, system: bool = True
+    ) -> Tool:
         """The tool called ``name``; raises :class:`ToolNotFound` with a suggestion
-        among the tools ``context``'s caller may see."""
+        among the tools ``context``'s caller may see.  ``system=False``: MCP-lite's
+        own ``redeem`` and ``cancel`` are not there (MCP has tasks instead)."""
         tool = self._tools.get(name)
-        if tool is None:
+        if tool is None or (not system and tool.kind is Kind.SYSTEM):
             names = self._names
-            if type(self.policy) is not AllowAll:
+            if not system or type(self.policy) is not AllowAll:
                 visible = self.policy.visible
-                names = [n for n, t in self._tools.items() if visible(context, t)]
+                names = [
+                    n
+                    for n, t in self._tools.items()
+                    if (system or t.kind is not Kind.SYSTEM) and visible(context, t)
+                ]
             raise ToolNotFound(name, names, _closest(name, names))
         return tool
 
@@ -199,16 +235,16 @@ class Dispatcher:
     def validate(self, tool: Tool, arguments: Any) -> dict[str, Any]:
         """Arguments checked against the tool's schema, defaults filled in.
 
-        Raises :class:`InvalidParams` naming every offending field.
+        Raises :class:`InvalidArguments` naming every offending field.
         """
         if arguments is None:
             arguments = {}
         elif not isinstance(arguments, dict):
-            raise InvalidParams.from_fields([("arguments", "expected an object")])
+            raise InvalidArguments.from_fields([("arguments", "expected an object")])
         try:
             return tool.arguments(tool.checker(arguments))
         except SchemaError as exc:
-            raise InvalidParams.from_fields([(e.path, e.message) for e in exc.errors]) from None
+            raise InvalidArguments.from_fields([(e.path, e.message) for e in exc.errors]) from None
 
     def _admit(self, name: str, arguments: Any, context: RequestContext) -> tuple[Tool, Any]:
         tool = self.tool(name, context)
@@ -496,6 +532,20 @@ class Dispatcher:
         self._local.clear()
         await self.promises.close()
         self.runner.close()
+
+
+def _follow(dispatcher: Dispatcher, tools: Tools) -> None:
+    """Have ``dispatcher`` serve what ``tools`` holds after each change to it, for
+    as long as the dispatcher lives (held weakly: a registry served by many
+    dispatchers, in tests or workers, keeps none of them alive)."""
+    ref = weakref.ref(dispatcher)
+
+    def changed() -> None:
+        live = ref()
+        if live is not None:
+            live._registry_changed(tools)
+
+    weakref.finalize(dispatcher, tools.on_change(changed))
 
 
 #: The context the done callbacks of promised tasks run in (they read no context variable).

@@ -16,6 +16,7 @@ __all__ = [
     "ExpiredToken",
     "Forbidden",
     "InternalError",
+    "InvalidArguments",
     "InvalidParams",
     "InvalidRequest",
     "InvalidToken",
@@ -127,6 +128,16 @@ class InvalidParams(MCPLiteError):
         )
 
 
+class InvalidArguments(InvalidParams):
+    """A tool's arguments do not match its ``inputSchema`` (raised before it runs).
+
+    On the MCP-lite endpoints and gRPC this is the protocol error its parent is;
+    on MCP (since 2025-11-25) the same failure is a tool result with
+    ``isError: true`` whose text names each field, so that a model can read it
+    and correct its call.
+    """
+
+
 class InvalidToken(MCPLiteError):
     """A promise token that is malformed, forged or tampered with."""
 
@@ -156,11 +167,18 @@ class UnknownPromise(MCPLiteError):
 
 
 class InternalError(MCPLiteError):
-    """An unexpected exception in a tool; ``data["error_id"]`` finds it in the log."""
+    """An unexpected exception in a tool; ``data["error_id"]`` finds it in the log.
+
+    Raise it from a tool to end a call as a server fault on purpose.  ``detail``
+    is what went wrong in words (for a tool's exception: its type and text); it
+    never goes on the wire unless the server is told to show it
+    (``Config.show_tool_errors``, ``--show-tool-errors``).
+    """
 
     jsonrpc_code = wire.INTERNAL_ERROR
     grpc_status = _INTERNAL
     default_message = "Internal error"
+    detail: str | None = None
 
 
 class Overloaded(MCPLiteError):

@@ -70,9 +70,12 @@ def internal_error(tool: str, exc: BaseException, why: str | None = None) -> Int
         extra={"error_id": error_id},
     )
     said = f": {why}" if why else ""
-    return InternalError(
+    error = InternalError(
         f"Internal error in tool '{tool}'{said} (error id {error_id})", {"error_id": error_id}
     )
+    text = str(exc)
+    error.detail = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return error
 
 
 #: Whether :func:`start_task` starts tasks eagerly (Python 3.12+).

@@ -563,18 +563,29 @@ def test_an_unknown_tool_is_invalid_params(server: RunningServer) -> None:
 
 
 @pytest.mark.parametrize("tool", ["circular", "not_a_number"])
-def test_a_result_json_cannot_hold_is_an_internal_error(server: RunningServer, tool: str) -> None:
+def test_a_result_json_cannot_hold_is_a_tool_error_the_model_reads(
+    server: RunningServer, tool: str
+) -> None:
     message = modern_message("tools/call", {"name": tool, "arguments": {}}, "bad")
     status, reply = exchange(server, message)
-    error = assert_error(status, reply, 200, -32603, "bad")  # the official table: 200
-    assert "not valid JSON" in error["message"], error
+    assert status == 200, reply
+    result = reply["result"]
+    assert result["isError"] is True
+    assert "not valid JSON" in result["content"][0]["text"], result
+    assert result["_meta"]["mcplite/error"]["code"] == -32603
     assert modern(server, "tools/call", {"name": "echo", "arguments": {"text": "still here"}})
 
 
-def test_invalid_arguments_are_invalid_params(server: RunningServer) -> None:
+def test_invalid_arguments_are_a_tool_error_naming_the_field(server: RunningServer) -> None:
     message = modern_message("tools/call", {"name": "echo", "arguments": {"text": 5}}, "args")
     status, reply = exchange(server, message)
-    assert_error(status, reply, 400, -32602, "args")
+    assert status == 200, reply
+    result = reply["result"]
+    assert result["resultType"] == "complete"
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Error executing tool echo: Invalid arguments")
+    assert "text" in result["content"][0]["text"]
+    assert result["_meta"]["mcplite/error"]["data"]["errors"][0]["field"] == "text"
 
 
 # --- 2025-11-25 -------------------------------------------------------------------------
@@ -631,9 +642,11 @@ def test_a_2025_tool_call_answers_plain_json_with_content(server: RunningServer)
     assert "resultType" not in result
 
 
-def test_a_2025_unknown_tool_is_invalid_params(server: RunningServer) -> None:
+def test_a_2025_unknown_tool_is_invalid_params_with_200(server: RunningServer) -> None:
+    # 2025 keeps HTTP statuses for what the transport cannot take: a method's
+    # errors go out with 200, as the official server sends them.
     status, _, body = legacy(server, "tools/call", {"name": "nope", "arguments": {}}, 12)
-    assert_error(status, json.loads(body), 400, -32602, 12)
+    assert_error(status, json.loads(body), 200, -32602, 12)
 
 
 # --- HTTP-level answers -----------------------------------------------------------------
@@ -1111,13 +1124,18 @@ def test_a_state_issued_for_one_tool_is_refused_by_another(server: RunningServer
     assert_error(status, reply, 400, -32602, "other-tool")
 
 
-def test_answers_complete_the_call_even_without_the_request_state(
+def test_an_elicitation_answer_without_the_request_state_never_becomes_arguments(
     server: RunningServer,
 ) -> None:
+    # Only a round the server asked for may be answered: without its sealed state,
+    # an answer under "elicitation" is not merged, and the tool asks again.
     answer = {"elicitation": {"action": "accept", "content": {"name": "Bo"}}}
     status, reply = call_greet(server, 38, inputResponses=answer)
     assert status == 200, reply
-    assert reply["result"]["content"] == [{"type": "text", "text": "Hello, Bo!"}]
+    assert reply["result"]["resultType"] == "input_required", reply
+    declined = {"elicitation": {"action": "decline"}}
+    status, reply = call_greet(server, 40, inputResponses=declined)
+    assert reply["result"]["resultType"] == "input_required", reply
 
 
 def test_input_responses_that_are_not_an_object_are_invalid_params(

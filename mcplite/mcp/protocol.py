@@ -88,8 +88,8 @@ class UnsupportedVersion(MCPLiteError):
         )
 
 
-#: HTTP status of a JSON-RPC error on the MCP endpoint (the official server's
-#: table); any other code is answered 200.
+#: HTTP status of a JSON-RPC error to a 2026-07-28 request on the MCP endpoint
+#: (the official server's table); any other code is answered 200.
 _HTTP_STATUS: Final[dict[int, int]] = {
     -32700: 400,
     -32600: 400,
@@ -103,8 +103,23 @@ _HTTP_STATUS: Final[dict[int, int]] = {
 }
 
 
-def http_status(error: MCPLiteError) -> int:
-    return _HTTP_STATUS.get(error.jsonrpc_code, 200)
+#: The same for a 2025 request.  That revision's status table is only for bodies
+#: the transport cannot take (not JSON, not a JSON-RPC message) and for auth:
+#: every error a method answers goes out with 200, as the official server sends
+#: it.  A 404 there means "your session is gone", and a 400 makes clients (mcp
+#: 1.x, langchain-mcp-adapters, the TypeScript SDK) drop the session or lose the
+#: JSON-RPC error behind an HTTP one.
+_LEGACY_HTTP_STATUS: Final[dict[int, int]] = {
+    -32700: 400,
+    -32600: 400,
+    -32041: 401,
+    -32043: 403,
+}
+
+
+def http_status(error: MCPLiteError, modern: bool = True) -> int:
+    """The HTTP status of ``error`` answering a request of the given revision."""
+    return (_HTTP_STATUS if modern else _LEGACY_HTTP_STATUS).get(error.jsonrpc_code, 200)
 
 
 class _MetaError(InvalidParams):
@@ -159,6 +174,12 @@ NAME_PARAMS: Final[dict[str, str]] = {
     "tasks/update": "taskId",
     "tasks/cancel": "taskId",
 }
+#: Methods whose ``Mcp-Name`` may be left out (but must match when sent).  The
+#: core revision names only tools/call, prompts/get and resources/read; the tasks
+#: extension adds the ``tasks/*`` methods, and its clients in the wild (fastmcp
+#: tasks, pydantic-ai) poll without the header.  The official server and
+#: fastmcp's own accept that and refuse only a mismatch: so do we.
+NAME_OPTIONAL: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
 def check_headers(
@@ -187,6 +208,8 @@ def check_headers(
     if name_param is not None:
         header_name = headers.get("mcp-name")
         if header_name is None:
+            if method in NAME_OPTIONAL:
+                return
             raise HeaderMismatch("Header mismatch: Mcp-Name header is required")
         expected = params.get(name_param)
         if (header_name != expected or header_name.startswith(BASE64_OPEN)) and (

@@ -4,10 +4,11 @@ The same outcome the MCP-lite envelope renders (:mod:`mcplite.envelope`)
 becomes here a ``CallToolResult``:
 
 - a tool that returned plain data (a dict, list, number, dataclass) gets one
-  text block holding its JSON and the data as ``structuredContent`` (an object:
-  anything else is wrapped as ``{"result": ...}``); a tool whose return
-  annotation fixes that object's shape lists it as ``outputSchema``
-  (:attr:`mcplite.tools.Tool.output_schema`, which relies on this rule);
+  text block holding its JSON and the data as ``structuredContent``: on
+  2026-07-28 the value itself, on 2025 an object (anything else wrapped as
+  ``{"result": ...}``); a tool whose return annotation fixes that value's shape
+  lists it as ``outputSchema`` (:meth:`mcplite.tools.Tool.output_schema_for`,
+  which relies on this rule);
 - otherwise the content items that are MCP content blocks pass as they are, a
   string is a text block, any other value a text block of its JSON;
 - a failure is ``isError: true`` with its message as text;
@@ -53,8 +54,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def call_result(result: Result) -> dict[str, Any]:
-    """The ``CallToolResult`` of a finished call (no ``resultType``: the era adds it)."""
+def call_result(result: Result, modern: bool = False) -> dict[str, Any]:
+    """The ``CallToolResult`` of a finished call (no ``resultType``: the era adds it).
+
+    ``modern`` (2026-07-28): ``structuredContent`` is the data itself, whatever
+    JSON value it is; before, it is always an object (``{"result": value}``
+    around anything else)."""
     outcome = result.outcome
     out: dict[str, Any]
     if isinstance(outcome, Answer):
@@ -70,7 +75,7 @@ def call_result(result: Result) -> dict[str, Any]:
             out = {"content": [_block(item) for item in items]}
         if structured is not None:
             out["structuredContent"] = (
-                structured if isinstance(structured, dict) else {"result": structured}
+                structured if modern or isinstance(structured, dict) else {"result": structured}
             )
         out["isError"] = False
         out["_meta"] = {"mcplite/response_type": _ANSWER}  # the common case, said directly

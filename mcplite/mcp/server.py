@@ -65,12 +65,14 @@ from typing import Any
 from .._version import __version__
 from ..auth import binding_of
 from ..completion import Completer, complete, completion_result
+from ..content import text as text_block
 from ..context import LOG_LEVELS, Notifier, RequestContext
 from ..dispatch import Dispatcher
 from ..envelope import Result
 from ..errors import (
     ExpiredToken,
     InternalError,
+    InvalidArguments,
     InvalidParams,
     InvalidRequest,
     InvalidToken,
@@ -96,7 +98,7 @@ from .protocol import (
     http_status,
 )
 from .render import call_result
-from .tasks import Task, TaskStatus, TaskTable, input_requests
+from .tasks import Task, TaskStatus, TaskTable, check_answers, input_requests
 
 __all__ = ["McpReply", "McpServer", "Sender"]
 
@@ -188,6 +190,10 @@ class McpServer:
         #: 2026: the open subscriptions/listen streams, and how many may be open at once.
         self._subscriptions: set[_Subscription] = set()
         self._subscriptions_ended = False  # shutting down: a new listen ends at once
+        #: HTTP requests in flight by (caller, id), for notifications/cancelled, and
+        #: the tasks it has cancelled.
+        self._running: dict[tuple[bytes, str | int], list[asyncio.Task[Any]]] = {}
+        self._cancelled: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self.max_subscriptions = dispatcher.config.max_connections
         self._listen_for_changes()
         self._modern = {
@@ -289,7 +295,7 @@ class McpServer:
             modern = self.is_modern(message, headers)
         if isinstance(message, list):
             error = InvalidRequest("Invalid request: batches are not supported by MCP")
-            return self._error(None, error)
+            return self._error(None, error, modern)
         if (
             isinstance(message, dict)
             and "method" not in message
@@ -297,22 +303,26 @@ class McpServer:
         ):
             if modern:  # 2026 has no requests from the server: nothing to answer
                 error = InvalidRequest("Invalid request: unexpected JSON-RPC response")
-                return self._error(None, error)
+                return self._error(None, error, modern)
             self._answered(message, context)  # 2025: a client answers what a call asked it
             return McpReply(202, None)
         try:
             request_id, method, params = check_request(message)
         except InvalidRequest as exc:
             known = message.get("id") if isinstance(message, dict) else None
-            return self._error(known if isinstance(known, str | int) else None, exc)
+            return self._error(known if isinstance(known, str | int) else None, exc, modern)
         if request_id is None:
-            return self._error(None, InvalidRequest("Invalid request: id must not be null"))
+            error = InvalidRequest("Invalid request: id must not be null")
+            return self._error(None, error, modern)
         if request_id is NO_ID:
+            if method == "notifications/cancelled" and headers is not None:
+                self._cancel_request(params, context)
             return McpReply(202, None)  # a notification: nothing to answer
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            return self._error(request_id, InvalidParams("Invalid params: expected an object"))
+            invalid = InvalidParams("Invalid params: expected an object")
+            return self._error(request_id, invalid, modern)
         try:
             request = self._check(
                 request_id, method, params, modern, context, headers, notify, send, fresh
@@ -323,9 +333,15 @@ class McpServer:
                 raise MethodNotFound(f"Method not found: {method}", {"method": method})
             if self.dispatcher.auth is not None:
                 self.dispatcher.auth.admit(context, method)
-            result = await handler(request)
+            if headers is None:  # stdio cancels its requests itself
+                result = await handler(request)
+            else:
+                answered = await self._cancellable(handler, request)
+                if answered is None:  # cancelled by the client: MCP sends no answer
+                    return McpReply(202, None)
+                result = answered
         except MCPLiteError as exc:
-            return self._error(request_id, exc)
+            return self._error(request_id, exc, modern)
         return self._result_reply(request_id, result, modern)
 
     async def call_tool(
@@ -371,22 +387,22 @@ class McpServer:
             return None
         if tool.context_param is not None or tool.kind is Kind.STREAM:
             return None
-        request = self._check(
-            request_id,
-            "tools/call",
-            params,
-            True,
-            context,
-            headers,
-            None,
-            None,
-            True,
-            (meta, capabilities),
-        )
         try:
+            request = self._check(
+                request_id,
+                "tools/call",
+                params,
+                True,
+                context,
+                headers,
+                None,
+                None,
+                True,
+                (meta, capabilities),
+            )
             result = await self._call_tool(request)
         except MCPLiteError as exc:
-            return self._error(request_id, exc)
+            return self._error(request_id, exc, True)
         return self._result_reply(request_id, result, True)
 
     def _result_reply(self, request_id: Any, result: dict[str, Any], modern: bool) -> McpReply:
@@ -434,9 +450,13 @@ class McpServer:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         if token is not None and (isinstance(token, bool) or not isinstance(token, str | int)):
             token = None
-        responses = params.get("inputResponses")
-        if not isinstance(responses, dict):
-            responses = None
+        responses = params.get("inputResponses") if modern else None  # 2025 has none
+        if (responses is not None or (modern and "inputResponses" in params)) and not isinstance(
+            responses, dict
+        ):
+            raise InvalidParams(
+                "Invalid params: inputResponses must be an object", {"field": "inputResponses"}
+            )
         if fresh:
             request_context = context
             context.notify = notify
@@ -461,11 +481,55 @@ class McpServer:
             request_id, method, params, modern, request_context, headers, capabilities, send
         )
 
-    def _error(self, request_id: Any, error: MCPLiteError) -> McpReply:
+    def _error(self, request_id: Any, error: MCPLiteError, modern: bool) -> McpReply:
         return McpReply(
-            http_status(error),
+            http_status(error, modern),
             {"jsonrpc": "2.0", "id": request_id, "error": error.to_jsonrpc()},
         )
+
+    # -- notifications/cancelled over HTTP -------------------------------------
+
+    async def _cancellable(
+        self, handler: Callable[[_Request], Coroutine[Any, Any, dict[str, Any]]], request: _Request
+    ) -> dict[str, Any] | None:
+        """Run ``handler`` where a ``notifications/cancelled`` naming this request
+        can stop it (None: it did).  Over HTTP the notification comes on a POST of
+        its own; there is no session, so a request is named by its id and its
+        caller (the auth subject, with auth on)."""
+        task = asyncio.current_task()
+        assert task is not None
+        key = (binding_of(request.context.caller), request.id)
+        running = self._running.setdefault(key, [])
+        running.append(task)
+        try:
+            return await handler(request)
+        except asyncio.CancelledError:
+            if task not in self._cancelled:
+                raise
+            self._cancelled.discard(task)
+            task.uncancel()
+            return None
+        finally:
+            running.remove(task)
+            if not running and self._running.get(key) is running:
+                del self._running[key]
+
+    def _cancel_request(self, params: Any, context: RequestContext) -> None:
+        """``notifications/cancelled``: stop the request it names when it runs in
+        this process for the same caller.  Two requests of that caller with that
+        id in flight at once (two anonymous clients, each counting from 0):
+        neither is stopped, since MCP lets a cancellation go unheeded."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return
+        running = self._running.get((binding_of(context.caller), request_id))
+        if running is None or len(running) != 1:
+            return
+        task = running[0]
+        if task not in self._cancelled:
+            log.debug("request %r cancelled by the client", request_id)
+            self._cancelled.add(task)
+            task.cancel()
 
     # -- lifecycle and discovery --------------------------------------------
 
@@ -543,16 +607,14 @@ class McpServer:
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidParams("Invalid params: params.arguments must be an object")
-        responses = params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
-            raise InvalidParams("Invalid params: inputResponses must be an object")
         context = request.context
         owner = f"prompt:{name}"  # a tool's requestState never reaches a prompt
-        state = params.get("requestState")
-        if state is not None:
-            context = dataclasses.replace(
-                context, request_state=self._open_state(owner, state, context)
-            )
+        if "requestState" in params:
+            state, asked, _ = self._open_state(owner, params["requestState"], context)
+            responses = check_answers(context.input_responses, asked)
+            context = dataclasses.replace(context, request_state=state, input_responses=responses)
+        elif context.input_responses is not None:
+            check_answers(context.input_responses, None)
         rendered = await prompt.render(arguments, context)
         if request.modern:
             if isinstance(rendered, InputRequired):
@@ -753,7 +815,8 @@ class McpServer:
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidParams("Invalid params: params.arguments must be an object")
         try:
-            tool = self.dispatcher.tool(name, request.context)
+            # redeem and cancel are MCP-lite's: MCP has tasks, and never lists them.
+            tool = self.dispatcher.tool(name, request.context, system=False)
         except ToolNotFound as exc:
             # On MCP an unknown tool is invalid params (-32602), as the official server says.
             raise InvalidParams(f"Unknown tool: {name}", exc.data) from None
@@ -770,54 +833,83 @@ class McpServer:
                         request.headers, params_with_headers, arguments or {}
                     )
         context = request.context
-        responses = params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
-            raise InvalidParams("Invalid params: inputResponses must be an object")
-        state = params.get("requestState")
-        if state is not None:
-            context = dataclasses.replace(
-                context, request_state=self._open_state(name, state, context)
-            )
-        if context.input_responses is None:  # the common call: nothing elicited to apply
-            result = await self.dispatcher.call(name, arguments, context)
-        else:
-            result = await self._run(name, arguments, context)
-        if isinstance(result.outcome, Promised):
-            if request.modern and TASKS_EXTENSION in _extensions(request.capabilities):
-                task = self.tasks.add(result.outcome, name, arguments, context)
-                return self._task_fields(task, TaskStatus.WORKING, "task")
-            result = await self._wait(result.outcome.token, context)
-        if not request.modern and request.send is not None:
-            result = await self._ask_client(name, arguments, context, result, request.send)
-        outcome = result.outcome
-        if request.modern and isinstance(outcome, (Elicitation, InputRequired)):
-            return self._input_required(name, outcome, request.capabilities, context)
+        merge = False
+        if "requestState" in params:
+            state, asked, merge = self._open_state(name, params["requestState"], context)
+            responses = check_answers(context.input_responses, asked)
+            context = dataclasses.replace(context, request_state=state, input_responses=responses)
+        elif context.input_responses is not None:
+            # No round was asked for: the answers reach the tool as they are (it may
+            # read them itself), checked for shape, but never become arguments.
+            check_answers(context.input_responses, None)
         try:
-            return call_result(result)
-        except (TypeError, ValueError) as exc:  # plain data JSON cannot hold: NaN, a cycle
-            raise self.dispatcher.not_json(name, exc) from None
+            if not merge:  # the common call: nothing elicited to apply
+                result = await self.dispatcher.call(name, arguments, context)
+            else:
+                result = await self._run(name, arguments, context, merge)
+            if isinstance(result.outcome, Promised):
+                if request.modern and TASKS_EXTENSION in _extensions(request.capabilities):
+                    task = self.tasks.add(result.outcome, name, arguments, context)
+                    return self._task_fields(task, TaskStatus.WORKING, "task")
+                result = await self._wait(result.outcome.token, context)
+            if not request.modern and request.send is not None:
+                result = await self._ask_client(name, arguments, context, result, request.send)
+            outcome = result.outcome
+            if request.modern and isinstance(outcome, (Elicitation, InputRequired)):
+                return self._input_required(name, outcome, request.capabilities, context)
+            try:
+                return call_result(result, request.modern)
+            except (TypeError, ValueError) as exc:  # plain data JSON cannot hold: NaN, a cycle
+                raise self.dispatcher.not_json(name, exc) from None
+        except (InvalidArguments, InternalError) as exc:
+            return self._tool_error(name, exc)
 
-    async def _run(self, name: str, arguments: Any, context: RequestContext) -> Result:
-        """One run of a tool; a declined elicitation ends it without running."""
-        arguments = _with_elicited(arguments, context.input_responses)
-        if isinstance(arguments, Result):
-            return arguments
+    def _tool_error(self, name: str, error: InvalidArguments | InternalError) -> dict[str, Any]:
+        """A call that failed in the tool's own terms (arguments its schema refuses,
+        an exception in the tool) as MCP wants it since 2025-11-25: a result with
+        ``isError: true`` that the model reads, not a protocol error it never
+        sees.  A raising tool's text gives only the error id, unless the server
+        is told to show its exception (``show_tool_errors``)."""
+        text = error.message
+        if (
+            isinstance(error, InternalError)
+            and error.detail is not None
+            and self.dispatcher.config.show_tool_errors
+        ):
+            text = f"{text}: {error.detail}"
+        return {
+            "content": [text_block(f"Error executing tool {name}: {text}")],
+            "isError": True,
+            "_meta": {"mcplite/response_type": "failure", "mcplite/error": error.to_jsonrpc()},
+        }
+
+    async def _run(self, name: str, arguments: Any, context: RequestContext, merge: bool) -> Result:
+        """One run of a tool.  ``merge``: the round answered was an MCP-lite
+        elicitation, whose accepted content becomes arguments and whose decline
+        ends the call without running."""
+        if merge:
+            arguments = _with_elicited(arguments, context.input_responses)
+            if isinstance(arguments, Result):
+                return arguments
         return await self.dispatcher.call(name, arguments, context)
 
-    def _open_state(self, tool: str, sealed: Any, context: RequestContext) -> str | None:
-        """The ``requestState`` a tool gave, verified: sealed by this server, for this
-        tool and this caller."""
+    def _open_state(
+        self, owner: str, sealed: Any, context: RequestContext
+    ) -> tuple[str | None, dict[str, str], bool]:
+        """The ``requestState`` a call was given, verified (sealed by this server,
+        for this tool or prompt and this caller): the tool's own state, what the
+        round asked for (method by key), and whether it was an elicitation."""
         try:
             opened = self.dispatcher.sealer.open_state(sealed, binding_of(context.caller))
         except (InvalidToken, ExpiredToken) as exc:
             raise InvalidParams(f"Invalid params: requestState: {exc.message}") from None
         try:
-            owner, state = json.loads(opened)
+            issued_to, state, asked, merge = json.loads(opened)
         except (ValueError, TypeError):  # sealed by this secret, but not by this code
             raise InvalidParams("Invalid params: requestState is not one of ours") from None
-        if owner != tool:
-            raise InvalidParams(f"Invalid params: requestState was not issued for {tool}")
-        return state  # type: ignore[no-any-return]
+        if issued_to != owner:
+            raise InvalidParams(f"Invalid params: requestState was not issued for {owner}")
+        return state, asked, merge
 
     def _input_required(
         self,
@@ -834,9 +926,12 @@ class McpServer:
             if needed is not None and needed not in capabilities:
                 raise MissingCapability(needed, {needed: {}})
         state = outcome.state if isinstance(outcome, InputRequired) else None
-        # Sealed with the tool's name: a state given by one tool never reaches another.
+        asked = {key: str(request.get("method")) for key, request in requests.items()}
+        merge = isinstance(outcome, Elicitation)
+        # Sealed with the tool's name: a state given by one tool never reaches
+        # another; and with the round, so that only what was asked is answered.
         sealed = self.dispatcher.sealer.seal_state(
-            json.dumps([tool, state]), _STATE_TTL, binding_of(context.caller)
+            json.dumps([tool, state, asked, merge]), _STATE_TTL, binding_of(context.caller)
         )
         return {"resultType": "input_required", "inputRequests": requests, "requestState": sealed}
 
@@ -877,7 +972,7 @@ class McpServer:
                 return answers
             state = outcome.state if isinstance(outcome, InputRequired) else None
             context = dataclasses.replace(context, input_responses=answers, request_state=state)
-            result = await self._run(name, arguments, context)
+            result = await self._run(name, arguments, context, isinstance(outcome, Elicitation))
             if isinstance(result.outcome, Promised):
                 result = await self._wait(result.outcome.token, context)
         return result
@@ -920,7 +1015,11 @@ class McpServer:
                     message = error.get("message") if isinstance(error, dict) else None
                     return _failed(started, f"the client could not answer {method}: {message}")
                 answers[key] = answer.get("result")
-            return answers
+            try:
+                asked = {key: str(request.get("method")) for key, request in requests.items()}
+                return check_answers(answers, asked) or {}
+            except InvalidParams as exc:
+                return _failed(started, f"the client's answer is not usable: {exc.message}")
         finally:
             for request_id, _ in waiting.values():
                 self._pending.pop(request_id, None)
@@ -979,7 +1078,7 @@ class McpServer:
             out["error"] = {"code": task.outcome.jsonrpc_code, "message": task.outcome.message}
         elif status is TaskStatus.COMPLETED:
             assert isinstance(task.outcome, Result)
-            out["result"] = {"resultType": "complete", **call_result(task.outcome)}
+            out["result"] = {"resultType": "complete", **call_result(task.outcome, True)}
         return out
 
     async def _task_update(self, request: _Request) -> dict[str, Any]:

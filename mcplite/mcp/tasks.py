@@ -31,10 +31,10 @@ from ..auth import binding_of
 from ..context import RequestContext
 from ..dispatch import Dispatcher, start_task
 from ..envelope import Result
-from ..errors import ExpiredToken, InvalidToken, MCPLiteError, UnknownPromise
+from ..errors import ExpiredToken, InvalidParams, InvalidToken, MCPLiteError, UnknownPromise
 from ..outcomes import Elicitation, Failure, InputRequired, Promised
 
-__all__ = ["Task", "TaskStatus", "TaskTable", "input_requests"]
+__all__ = ["Task", "TaskStatus", "TaskTable", "check_answers", "input_requests"]
 
 _TOKEN_ERRORS = (InvalidToken, ExpiredToken, UnknownPromise)
 
@@ -54,6 +54,65 @@ def input_requests(outcome: Elicitation | InputRequired) -> dict[str, dict[str, 
         return dict(outcome.requests)
     params = {"message": outcome.message, "requestedSchema": outcome.requested_schema}
     return {"elicitation": {"method": "elicitation/create", "params": params}}
+
+
+def check_answers(
+    responses: Mapping[str, Any] | None, asked: Mapping[str, str] | None
+) -> dict[str, Any] | None:
+    """The client's ``inputResponses`` that answer a round: with ``asked`` (the
+    method of each request by key), only the keys asked for (others are ignored,
+    as MCP asks of unknown data), each checked against the result its method
+    gives; without it, every answer, checked against any of those results.
+    Raises :class:`~mcplite.errors.InvalidParams` naming the first bad key."""
+    if responses is None:
+        return None
+    if asked is None:
+        for key, value in responses.items():
+            if all(_answer_problem(m, value) for m in _ANSWER_SHAPES):
+                _refuse(key, "must be an elicitation, sampling or roots result")
+        return dict(responses)
+    out: dict[str, Any] = {}
+    for key, method in asked.items():
+        if key in responses:
+            problem = _answer_problem(method, responses[key])
+            if problem is not None:
+                _refuse(key, problem)
+            out[key] = responses[key]
+    return out
+
+
+#: What answers each input request: the result its method returns.
+_ANSWER_SHAPES = ("elicitation/create", "sampling/createMessage", "roots/list")
+
+
+def _answer_problem(method: str, value: Any) -> str | None:
+    """What is wrong with ``value`` as the result of ``method`` (None: nothing)."""
+    if not isinstance(value, dict):
+        return "must be an object (the result of the request asked)"
+    if method == "elicitation/create":
+        if value.get("action") not in ("accept", "decline", "cancel"):
+            return 'must be an elicitation result: "action" is accept, decline or cancel'
+        if "content" in value and not isinstance(value["content"], dict):
+            return "must be an elicitation result: its content is an object"
+    elif method == "sampling/createMessage":
+        if not isinstance(value.get("role"), str) or not isinstance(
+            value.get("content"), dict | list
+        ):
+            return "must be a sampling result with a role and content"
+    elif method == "roots/list":
+        roots = value.get("roots")
+        if not isinstance(roots, list) or not all(
+            isinstance(root, dict) and isinstance(root.get("uri"), str) for root in roots
+        ):
+            return "must be a roots result: a list of roots, each with a uri"
+    return None
+
+
+def _refuse(key: str, problem: str) -> None:
+    raise InvalidParams(
+        f"Invalid params: inputResponses[{key!r}] {problem}",
+        {"field": f"inputResponses.{key}"},
+    )
 
 
 @dataclass(slots=True, eq=False)
@@ -216,8 +275,10 @@ class TaskTable:
         if await self.settle(task) is not TaskStatus.INPUT_REQUIRED or task.tool is None:
             return
         asked = task.asked or {}
-        for key, value in responses.items():
-            if key in asked and key not in task.answers:
+        methods = {key: str(request.get("method")) for key, request in asked.items()}
+        answers = check_answers(responses, methods) or {}
+        for key, value in answers.items():
+            if key not in task.answers:
                 task.answers[key] = value
                 task.updated_at = time.time()
         if len(task.answers) < len(asked):
