@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Host/Origin the MCP endpoint accepts (repeatable; default: localhost, "
         "127.0.0.1 and [::1] when bound to loopback, any otherwise)",
     )
+    _add_page_size(bind)
     limits = serve.add_argument_group("limits")
     _add_max_body_size(limits, d, "larger request bodies get 413")
     limits.add_argument(
@@ -276,12 +277,23 @@ def _add_stdio_command(commands: Any, d: Config) -> None:
     limits = stdio.add_argument_group("limits")
     _add_max_body_size(limits, d, "longer lines get a -32600 error and are skipped")
     _add_max_concurrent_calls(limits, d, "more requests in flight get a -32000 error")
+    _add_page_size(limits)
     _add_promise_options(stdio.add_argument_group("promises"), d)
     _add_process_options(
         stdio.add_argument_group("process"),
         d,
         grace_help="seconds in-flight calls get after stdin closes or SIGINT/SIGTERM",
         access_log_help="no log line per request",
+    )
+
+
+def _add_page_size(group: Any) -> None:
+    group.add_argument(
+        "--page-size",
+        type=_positive(int),
+        metavar="N",
+        help="answer MCP's lists (tools, prompts, resources, templates) in pages of N "
+        "entries, each with a nextCursor to the next (off by default)",
     )
 
 
@@ -353,6 +365,12 @@ def _add_process_options(group: Any, d: Config, *, grace_help: str, access_log_h
         help="log lines as text, or as one JSON object each (see docs/operations.md)",
     )
     group.add_argument("--no-access-log", action="store_true", help=access_log_help)
+    group.add_argument(
+        "--show-tool-errors",
+        action="store_true",
+        help="MCP: put a raising tool's exception (type and text) in its isError result, "
+        "not only its error id (for development: it may reveal internals)",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,6 +424,7 @@ def _shared_config(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "max_body_size": args.max_body_size,
         "max_concurrent_calls": args.max_concurrent_calls,
+        "page_size": args.page_size,
         "promise_after": args.promise_after,
         "promise_ttl": args.promise_ttl,
         "max_promises": args.max_promises,
@@ -413,6 +432,7 @@ def _shared_config(args: argparse.Namespace) -> dict[str, Any]:
         "secret": args.secret.encode() if args.secret else None,
         "grace": args.grace,
         "access_log": not args.no_access_log,
+        "show_tool_errors": args.show_tool_errors,
         "log_format": args.log_format,
     }
 

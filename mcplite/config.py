@@ -38,6 +38,9 @@ class Config:
     # port); otherwise no check.  A tuple: exactly those hosts ("name" or
     # "name:port"), for Host and for Origin.
     mcp_allowed_hosts: tuple[str, ...] | None = None
+    # MCP's lists (tools, prompts, resources, resource templates): at most this
+    # many entries per answer, and a nextCursor for the rest; None: one answer.
+    page_size: int | None = None
 
     # HTTP limits.
     max_body_size: int = 1 * MiB  # 413
@@ -73,6 +76,9 @@ class Config:
     # Process.
     grace: float = 10.0  # seconds in-flight calls get after SIGTERM
     access_log: bool = True
+    # MCP: a tool that raises is a result with isError true whose text gives only
+    # an error id (the log has the rest); True: its exception's type and text too.
+    show_tool_errors: bool = False
     log_format: str = "text"  # or "json": one object per line (mcplite.logs)
     metrics: tuple[str, int] | None = None  # --metrics: /metrics, /healthz, /readyz there
     sync_workers: int | None = None  # thread pool size for sync tools (None: Python's default)
