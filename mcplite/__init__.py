@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         UnknownPromise,
     )
     from .hints import Field
+    from .metadata import Icon, TaskSupport, ToolAnnotations
     from .outcomes import (
         Answer,
         Elicitation,
@@ -76,6 +77,9 @@ _HOMES = {
     "ToolNotFound": "errors",
     "UnknownPromise": "errors",
     "Field": "hints",
+    "Icon": "metadata",
+    "TaskSupport": "metadata",
+    "ToolAnnotations": "metadata",
     "Answer": "outcomes",
     "Elicitation": "outcomes",
     "Failure": "outcomes",
@@ -127,6 +131,7 @@ __all__ = [
     "ExpiredToken",
     "Failure",
     "Field",
+    "Icon",
     "InputRequired",
     "InternalError",
     "InvalidParams",
@@ -154,7 +159,9 @@ __all__ = [
     "Resources",
     "ResponseType",
     "Result",
+    "TaskSupport",
     "Tool",
+    "ToolAnnotations",
     "ToolNotFound",
     "ToolStream",
     "Tools",

@@ -11,6 +11,7 @@ number rules this module reuses rather than restates.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -21,7 +22,7 @@ import re
 import types
 import typing
 from collections import abc
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Annotated, Any, Literal, NotRequired, Required, Union
 
@@ -37,10 +38,13 @@ class Field:
 
     ``ge``/``le``/``gt``/``lt`` apply to numbers, ``min_length``/``max_length``/
     ``pattern`` to strings, ``min_items``/``max_items`` to lists. A plain ``str`` in
-    the ``Annotated`` metadata is a description as well.
+    the ``Annotated`` metadata is a description as well.  ``json_schema_extra``
+    is merged into the parameter's schema last, as written: keywords of your
+    own such as MCP's ``{"x-mcp-header": "Region"}``, or ``examples``.
 
     Raises ``ValueError`` for a negative length, a lower bound above its upper
-    bound, or a pattern that is not a valid regular expression.
+    bound, or a pattern that is not a valid regular expression; ``TypeError``
+    for a ``json_schema_extra`` that is not a JSON object.
     """
 
     description: str | None = None
@@ -54,6 +58,8 @@ class Field:
     pattern: str | None = None
     min_items: int | None = None
     max_items: int | None = None
+    #: Not hashed (a dict is not hashable); compared.
+    json_schema_extra: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         for name in ("min_length", "max_length", "min_items", "max_items"):
@@ -75,6 +81,16 @@ class Field:
                 raise ValueError(
                     f"Field(pattern={self.pattern!r}) is not a valid regex: {exc}"
                 ) from None
+        extra = self.json_schema_extra
+        if extra is not None:
+            if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
+                raise TypeError(
+                    f"Field(json_schema_extra=...) is a dict with str keys, not {extra!r}"
+                )
+            fits, as_json = _json_default(dict(extra))
+            if not fits:
+                raise TypeError(f"Field(json_schema_extra={extra!r}) is not JSON")
+            object.__setattr__(self, "json_schema_extra", as_json)  # a copy: frozen from here
 
     def keywords(self) -> dict[str, Any]:
         """The JSON Schema keywords for the constraints that are set."""
@@ -429,6 +445,7 @@ def _annotated_schema(base: Any, metadata: tuple[Any, ...], walk: _Walk) -> dict
     schema = _hint_schema(base, walk)
     description: str | None = None
     keywords: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     for item in metadata:
         if isinstance(item, str):
             description = item
@@ -436,11 +453,15 @@ def _annotated_schema(base: Any, metadata: tuple[Any, ...], walk: _Walk) -> dict
             if item.description is not None:
                 description = item.description
             keywords.update(item.keywords())
+            if item.json_schema_extra:
+                extra.update(item.json_schema_extra)
         # Other libraries' metadata (annotated-types, pydantic) is not ours to read.
     if keywords:
         schema = _apply_keywords(schema, keywords, base)
     if description is not None:
         schema = {**schema, "description": description}
+    if extra:
+        schema = {**schema, **copy.deepcopy(extra)}
     return schema
 
 

@@ -32,12 +32,11 @@ completer (:mod:`mcplite.completion`).
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import inspect
 import logging
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, overload
 
@@ -47,8 +46,9 @@ from .content import text as text_block
 from .context import RequestContext
 from .errors import InternalError, InvalidParams, MCPLiteError
 from .hints import schema_for_function
+from .metadata import Icon, copy_icons, icons_of, title_of
 from .outcomes import Failure, InputRequired
-from .tools import Context, _context_param
+from .tools import Context, Listeners, _context_param
 
 __all__ = ["Message", "Prompt", "Prompts"]
 
@@ -136,6 +136,7 @@ class Prompt:
     #: The values a Literal/Enum argument allows, by argument.
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     enums: dict[str, type[enum.Enum]] = field(default_factory=dict)
+    icons: list[Icon] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
@@ -144,6 +145,8 @@ class Prompt:
         if self.description is not None:
             out["description"] = self.description
         out["arguments"] = self.arguments
+        if self.icons:
+            out["icons"] = copy_icons(self.icons)
         return out
 
     def call_arguments(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -211,35 +214,6 @@ class Prompt:
         return out
 
 
-class Listeners:
-    """Who wants to hear that a registry changed: functions called with no
-    argument after each change, in the order they were added (a listener that
-    raises is logged, and the others still hear)."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Callable[[], None]] = []
-
-    def add(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """Call ``listener`` after every change; returns the function that stops it."""
-        self._listeners.append(listener)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return remove
-
-    def notify(self) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener()
-            except Exception:
-                log.exception("a change listener failed")
-
-    def __len__(self) -> int:
-        return len(self._listeners)
-
-
 class Prompts:
     """A registry of prompts: decorate functions with :meth:`prompt`.
 
@@ -274,6 +248,7 @@ class Prompts:
         title: str | None = None,
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        icons: Iterable[Icon] | None = None,
     ) -> Callable[[F], F]: ...
 
     def prompt(
@@ -284,15 +259,20 @@ class Prompts:
         title: str | None = None,
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        icons: Iterable[Icon] | None = None,
     ) -> F | Callable[[F], F]:
         """Register ``fn`` as a prompt (bare or with options); returns ``fn`` unchanged.
 
-        Raises ValueError for a duplicate name or a completer for no argument,
-        TypeError for parameters a prompt cannot take (``*args``, unsupported hints).
+        ``title`` and ``icons`` are listed as MCP's (:mod:`mcplite.metadata`).
+        Raises ValueError for a duplicate name, a completer for no argument or a
+        bad icon, TypeError for parameters a prompt cannot take (``*args``,
+        unsupported hints) or an option of the wrong type.
         """
 
         def register(fn: F) -> F:
-            self.add(fn, name=name, title=title, description=description, complete=complete)
+            self.add(
+                fn, name=name, title=title, description=description, complete=complete, icons=icons
+            )
             return fn
 
         return register(fn) if fn is not None else register
@@ -305,11 +285,14 @@ class Prompts:
         title: str | None = None,
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        icons: Iterable[Icon] | None = None,
     ) -> Prompt:
         """Register ``fn`` as a prompt and return it (see :meth:`prompt`)."""
         name = name or fn.__name__
         if name in self._prompts:
             raise ValueError(f"a prompt named {name!r} is already registered")
+        title = title_of(title, f"prompt {name!r}")
+        checked_icons = icons_of(icons, f"prompt {name!r}")
         context_param = _context_param(fn)
         skip = () if context_param is None else (context_param,)
         schema = schema_for_function(fn, skip=skip)
@@ -322,6 +305,7 @@ class Prompts:
             title=title,
             context_param=context_param,
             completers=dict(complete or {}),
+            icons=checked_icons,
         )
         for arg, prop in schema.get("properties", {}).items():
             argument: dict[str, Any] = {"name": arg}

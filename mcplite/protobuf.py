@@ -87,6 +87,8 @@ __all__ = [
     "encode_tool_response",
     "encode_tools_list",
     "encode_value",
+    "icon_message",
+    "icon_of",
 ]
 
 #: Deepest nesting of dicts and lists accepted, like a JSON parser's limit.
@@ -241,6 +243,9 @@ _TOOL_NAME = _tag(generated.Tool, "name", "string")
 _TOOL_TYPE = _tag(generated.Tool, "type", "string")
 _TOOL_DESCRIPTION = _tag(generated.Tool, "description", "string")
 _TOOL_INPUT_SCHEMA = _tag(generated.Tool, "input_schema", "message", wkt.Struct)
+_TOOL_TITLE = _tag(generated.Tool, "title", "string")
+_TOOL_ANNOTATIONS = _tag(generated.Tool, "annotations", "message", generated.ToolAnnotations)
+_TOOL_ICONS = _tag(generated.Tool, "icons", "message", generated.Icon)
 _TOOLS_LIST_TOOLS = _tag(generated.ToolsList, "tools", "message", generated.Tool)
 
 # Tags a decoder branch takes together (a module tuple: as fast as `==` chains).
@@ -820,17 +825,55 @@ def decode_tool_response(
     return result, meta
 
 
+#: MCP's ToolAnnotations hints and the proto's fields for them.
+_HINTS = (
+    ("readOnlyHint", "read_only_hint"),
+    ("destructiveHint", "destructive_hint"),
+    ("idempotentHint", "idempotent_hint"),
+    ("openWorldHint", "open_world_hint"),
+)
+
+
+def icon_message(icon: Mapping[str, Any]) -> generated.Icon:
+    """MCP's ``Icon`` as the proto's (absent fields empty)."""
+    return generated.Icon(
+        src=str(icon["src"]),
+        mime_type=str(icon.get("mimeType") or ""),
+        sizes=[str(size) for size in icon.get("sizes") or ()],
+        theme=str(icon.get("theme") or ""),
+    )
+
+
+def icon_of(message: generated.Icon) -> dict[str, Any]:
+    """The proto's ``Icon`` as MCP's (empty fields left out)."""
+    icon: dict[str, Any] = {"src": message.src}
+    if message.mime_type:
+        icon["mimeType"] = message.mime_type
+    if message.sizes:
+        icon["sizes"] = list(message.sizes)
+    if message.theme:
+        icon["theme"] = message.theme
+    return icon
+
+
 def _enc_tool(tool: Mapping[str, Any]) -> bytes:
-    """One ``Tool``: its strings by the generated class, its ``input_schema`` by our
-    Struct encoder, appended (fields may come in any order; 4 is the last anyway).
+    """One ``Tool``: every field but ``input_schema`` by the generated class, that
+    one by our Struct encoder, appended (a message's fields may come in any order).
     betterproto cannot serialize a Struct made from a dict (``Struct.from_dict``),
     and recurses past Python's limit on one nested as deep as MAX_DEPTH allows."""
-    strings = generated.Tool(
+    annotations = tool.get("annotations") or {}
+    fields = generated.Tool(
         name=str(tool["name"]),
         type=str(tool.get("@type") or ""),
         description=str(tool.get("description") or ""),
+        title=str(tool.get("title") or ""),
+        icons=[icon_message(icon) for icon in tool.get("icons") or ()],
     )
-    out = bytes(strings)
+    if annotations:
+        hints = {field: annotations.get(key) for key, field in _HINTS}
+        title = str(annotations.get("title") or "")
+        fields.annotations = generated.ToolAnnotations(title=title, **hints)
+    out = bytes(fields)
     schema = tool.get("inputSchema")
     if schema is not None:
         out += _ld(_TOOL_INPUT_SCHEMA_B, encode_struct(schema))
@@ -839,7 +882,8 @@ def _enc_tool(tool: Mapping[str, Any]) -> bytes:
 
 def encode_tools_list(tools: Iterable[Mapping[str, Any]]) -> bytes:
     """Serialize a ``ToolsList`` from tool definitions as the HTTP binding lists them:
-    ``{"name", "@type"?, "description", "inputSchema"}`` (``@type`` goes to ``type``).
+    ``{"name", "@type"?, "title"?, "description", "inputSchema", "annotations"?,
+    "icons"?}`` (``@type`` goes to ``type``).
 
     Discovery is not a hot path: the fields are written by the betterproto classes
     generated from the proto, except ``input_schema`` (see :func:`_enc_tool`).
@@ -849,19 +893,45 @@ def encode_tools_list(tools: Iterable[Mapping[str, Any]]) -> bytes:
 
 
 def _dec_tool(data: bytes, i: int, end: int) -> dict[str, Any]:
-    texts = dict.fromkeys((_TOOL_NAME, _TOOL_TYPE, _TOOL_DESCRIPTION), "")
+    texts = dict.fromkeys((_TOOL_NAME, _TOOL_TYPE, _TOOL_DESCRIPTION, _TOOL_TITLE), "")
     schema: dict[str, Any] = {}
+    annotations = b""  # a message field that occurs more than once merges
+    icons = []
     for tag, a, b in _iter_fields(data, i, end):
         if tag in texts:
             texts[tag] = data[a:b].decode()
         elif tag == _TOOL_INPUT_SCHEMA:
             schema.update(_dec_struct(data, a, b, 1))
+        elif tag == _TOOL_ANNOTATIONS:
+            annotations += data[a:b]
+        elif tag == _TOOL_ICONS:
+            icons.append(icon_of(_parse(generated.Icon(), data[a:b])))
     tool: dict[str, Any] = {"name": texts[_TOOL_NAME]}
     if texts[_TOOL_TYPE]:
         tool["@type"] = texts[_TOOL_TYPE]
+    if texts[_TOOL_TITLE]:
+        tool["title"] = texts[_TOOL_TITLE]
     tool["description"] = texts[_TOOL_DESCRIPTION]
     tool["inputSchema"] = schema
+    if annotations:
+        hints = _parse(generated.ToolAnnotations(), annotations)
+        listed = {key: getattr(hints, field) for key, field in _HINTS}
+        listed = {key: value for key, value in listed.items() if value is not None}
+        tool["annotations"] = {"title": hints.title, **listed} if hints.title else listed
+    if icons:
+        tool["icons"] = icons
     return tool
+
+
+_T = typing.TypeVar("_T", bound=betterproto.Message)
+
+
+def _parse(message: _T, data: bytes) -> _T:
+    """``message`` parsed from ``data`` by betterproto, whose errors are not ours."""
+    try:
+        return message.parse(data)
+    except Exception as exc:
+        raise CodecError(f"malformed {type(message).__name__}: {exc}") from None
 
 
 def decode_tools_list(data: bytes | bytearray | memoryview) -> list[dict[str, Any]]:

@@ -33,15 +33,16 @@ import inspect
 import re
 import typing
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .completion import Completer, choices_of
 from .context import RequestContext
 from .errors import InternalError, InvalidParams
-from .prompts import Listeners, context_for, invoke
-from .tools import _context_param
+from .metadata import Icon, copy_icons, icons_of, title_of
+from .prompts import context_for, invoke
+from .tools import Listeners, _context_param
 
 __all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "Resources"]
 
@@ -70,6 +71,7 @@ class Resource:
     description: str | None = None
     mime_type: str | None = None
     context_param: str | None = None
+    icons: list[Icon] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
         return _definition({"uri": self.uri}, self)
@@ -91,6 +93,7 @@ class ResourceTemplate:
     pattern: re.Pattern[str] = field(default_factory=lambda: re.compile(""))
     completers: dict[str, Completer] = field(default_factory=dict)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    icons: list[Icon] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
         return _definition({"uriTemplate": self.uri_template}, self)
@@ -111,6 +114,8 @@ def _definition(out: dict[str, Any], entry: Resource | ResourceTemplate) -> dict
         out["description"] = entry.description
     if entry.mime_type is not None:
         out["mimeType"] = entry.mime_type
+    if entry.icons:
+        out["icons"] = copy_icons(entry.icons)
     return out
 
 
@@ -194,14 +199,17 @@ class Resources:
         description: str | None = None,
         mime_type: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        icons: Iterable[Icon] | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as the resource at ``uri``, or as a
         template when ``uri`` has ``{variables}``; returns the function unchanged.
 
         ``name`` defaults to the function's name, ``description`` to its
-        docstring.  Raises ValueError for a URI already registered, a template
-        whose variables are not the function's parameters, or a completer for no
-        variable.
+        docstring; ``title`` and ``icons`` are listed as MCP's
+        (:mod:`mcplite.metadata`).  Raises ValueError for a URI already
+        registered, a template whose variables are not the function's
+        parameters, a completer for no variable or a bad icon; TypeError for an
+        option of the wrong type.
         """
 
         def register(fn: F) -> F:
@@ -213,6 +221,7 @@ class Resources:
                 description=description,
                 mime_type=mime_type,
                 complete=complete,
+                icons=icons,
             )
             return fn
 
@@ -228,11 +237,14 @@ class Resources:
         description: str | None = None,
         mime_type: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        icons: Iterable[Icon] | None = None,
     ) -> Resource | ResourceTemplate:
         """Register ``fn`` at ``uri`` and return the entry (see :meth:`resource`)."""
         if uri in self._resources or uri in self._templates:
             raise ValueError(f"a resource at {uri!r} is already registered")
         name = name or fn.__name__
+        title = title_of(title, f"resource {uri!r}")
+        checked_icons = icons_of(icons, f"resource {uri!r}")
         description = description or inspect.cleandoc(fn.__doc__ or "") or None
         context_param = _context_param(fn)
         params = [p for p in inspect.signature(fn).parameters.values() if p.name != context_param]
@@ -242,7 +254,9 @@ class Resources:
                 raise ValueError(f"resource {uri!r} has no variables to complete")
             if any(p.default is p.empty for p in params):
                 raise ValueError(f"resource {uri!r} has no variables, but {name}() needs arguments")
-            resource = Resource(uri, name, fn, title, description, mime_type, context_param)
+            resource = Resource(
+                uri, name, fn, title, description, mime_type, context_param, checked_icons
+            )
             self._resources[uri] = resource
             self._listeners.notify()
             return resource
@@ -271,6 +285,7 @@ class Resources:
             pattern,
             completers,
             choices,
+            checked_icons,
         )
         self._templates[uri] = template
         self._listeners.notify()

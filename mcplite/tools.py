@@ -20,8 +20,10 @@ A return annotation that describes a JSON object (a TypedDict, a dataclass,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import logging
 import math
 import time
 import types
@@ -34,10 +36,22 @@ from typing import Any, Literal, TypeVar, overload
 from .content import BLOCK_TYPES
 from .context import LOG_LEVELS, Caller, RequestContext
 from .hints import schema_for_function, schema_for_type
+from .metadata import (
+    Icon,
+    TaskSupport,
+    ToolAnnotations,
+    annotations_of,
+    copy_icons,
+    icons_of,
+    task_support_of,
+    title_of,
+)
 from .outcomes import OUTCOME_TYPES, Partial, Promised
 from .schema import Checker, FieldError, SchemaError, compile_schema
 
-__all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Progress", "Tool", "Tools"]
+__all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Listeners", "Progress", "Tool", "Tools"]
+
+log = logging.getLogger("mcplite")
 
 ALWAYS = 0.0
 """``promise_after=ALWAYS``: every call of the tool answers with a promise at once."""
@@ -98,6 +112,12 @@ class Context:
     progress: Progress = field(default_factory=Progress)
     caller: Caller | None = None
     request: RequestContext | None = None
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """The client's progress token for this call (MCP ``_meta.progressToken``),
+        None when it sent none; :meth:`report_progress` sends it for you."""
+        return None if self.request is None else self.request.progress_token
 
     @property
     def input_responses(self) -> Mapping[str, Any]:
@@ -185,6 +205,12 @@ class Tool:
     output_schema: dict[str, Any] | None = None
     #: The scopes a caller must hold to see and call the tool (auth on only).
     scopes: frozenset[str] = frozenset()
+    #: What MCP lists besides the name (see :mod:`mcplite.metadata`).
+    title: str | None = None
+    annotations: ToolAnnotations | None = None
+    icons: list[Icon] = field(default_factory=list)
+    #: MCP's ``execution.taskSupport`` (None: not declared; see :meth:`Tools.tool`).
+    task_support: TaskSupport | None = None
 
     def arguments(self, checked: dict[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments as the function declared them (Enum, dataclass).
@@ -204,12 +230,19 @@ class Tool:
         return out
 
     def definition(self) -> dict[str, Any]:
-        """The discovery entry: ``name``, ``@type`` (when set), ``description``, ``inputSchema``."""
+        """The discovery entry: ``name``, ``@type`` (when set), ``title`` (when set),
+        ``description``, ``inputSchema``, and ``annotations`` and ``icons`` when set."""
         entry: dict[str, Any] = {"name": self.name}
         if self.type is not None:
             entry["@type"] = self.type
+        if self.title is not None:
+            entry["title"] = self.title
         entry["description"] = self.description
         entry["inputSchema"] = self.input_schema
+        if self.annotations is not None:
+            entry["annotations"] = dict(self.annotations)
+        if self.icons:
+            entry["icons"] = copy_icons(self.icons)
         return entry
 
 
@@ -374,11 +407,59 @@ def _kind(fn: Callable[..., Any]) -> Kind:
     return Kind.SYNC
 
 
+class Listeners:
+    """Who wants to hear that a registry changed: functions called with no
+    argument after each change, in the order they were added (a listener that
+    raises is logged, and the others still hear)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[], None]] = []
+
+    def add(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` after every change; returns the function that stops it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return remove
+
+    def notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("a change listener failed")
+
+    def __len__(self) -> int:
+        return len(self._listeners)
+
+
 class Tools:
-    """A registry of tools.  Names are unique: registering one twice raises ``ValueError``."""
+    """A registry of tools.  Names are unique: registering one twice raises ``ValueError``.
+
+    Tools may be added (:meth:`tool`, :meth:`add`) and removed (:meth:`remove`)
+    while the registry is served: every dispatcher made from it follows, and
+    each change is told to :meth:`on_change` listeners (MCP clients hear
+    ``notifications/tools/list_changed``).
+    """
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._listeners = Listeners()
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every tool added or removed; returns the
+        function that stops it."""
+        return self._listeners.add(listener)
+
+    def remove(self, name: str) -> Tool:
+        """Stop serving the tool called ``name`` (calls already running finish) and
+        return it; KeyError if none."""
+        tool = self._tools.pop(name)
+        self._listeners.notify()
+        return tool
 
     @overload
     def tool(self, fn: F) -> F: ...
@@ -389,12 +470,16 @@ class Tools:
         *,
         name: str | None = None,
         type: str | None = None,
+        title: str | None = None,
         description: str | None = None,
         schema: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        annotations: ToolAnnotations | None = None,
+        icons: Iterable[Icon] | None = None,
+        task_support: TaskSupport | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -403,12 +488,16 @@ class Tools:
         *,
         name: str | None = None,
         type: str | None = None,
+        title: str | None = None,
         description: str | None = None,
         schema: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        annotations: ToolAnnotations | None = None,
+        icons: Iterable[Icon] | None = None,
+        task_support: TaskSupport | None = None,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (``@tools.tool``) or with options.
 
@@ -422,8 +511,14 @@ class Tools:
         MCP client capabilities the tool needs (answered -32021 to a client that lacks
         them).  ``scopes`` are the OAuth scopes (or static token scopes) a caller
         must hold to see and call the tool when auth is on (see :mod:`mcplite.auth`).
-        Raises ``ValueError`` for a duplicate name or a malformed schema,
-        ``TypeError`` for a signature that cannot be described.
+        ``title``, ``annotations`` and ``icons`` are listed as MCP's (see
+        :mod:`mcplite.metadata`); ``task_support`` (MCP's ``execution.taskSupport``)
+        says whether a 2026 call may become a task (``"optional"``), must be made
+        by a client that takes tasks (``"required"``: others get -32021), or never
+        becomes one (``"forbidden"``: the call completes on its own request).
+        Raises ``ValueError`` for a duplicate name, a malformed schema or a bad
+        value of an option, ``TypeError`` for a signature that cannot be described
+        or an option of the wrong type.
         """
 
         def register(f: F) -> F:
@@ -431,12 +526,16 @@ class Tools:
                 f,
                 name=name,
                 type=type,
+                title=title,
                 description=description,
                 schema=schema,
                 output_schema=output_schema,
                 promise_after=promise_after,
                 requires=requires,
                 scopes=scopes,
+                annotations=annotations,
+                icons=icons,
+                task_support=task_support,
             )
             return f
 
@@ -448,14 +547,19 @@ class Tools:
         *,
         name: str | None = None,
         type: str | None = None,
+        title: str | None = None,
         description: str | None = None,
         schema: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | Literal[False] | None = None,
         promise_after: float | None = None,
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        annotations: ToolAnnotations | None = None,
+        icons: Iterable[Icon] | None = None,
+        task_support: TaskSupport | None = None,
     ) -> Tool:
-        """Register ``fn`` (see :meth:`tool`) and return its :class:`Tool`."""
+        """Register ``fn`` (see :meth:`tool`) and return its :class:`Tool`; a
+        registry being served serves it from now on."""
         tool_name = name or fn.__name__
         if not tool_name or not isinstance(tool_name, str):
             raise ValueError(f"a tool needs a non-empty name, got {tool_name!r}")
@@ -463,6 +567,11 @@ class Tools:
             raise ValueError(f"a tool named {tool_name!r} is already registered")
         if promise_after is not None and not promise_after >= 0:
             raise ValueError(f"promise_after must be >= 0 or None, got {promise_after!r}")
+        what = f"tool {tool_name!r}"
+        title = title_of(title, what)
+        checked_annotations = annotations_of(annotations, what)
+        checked_icons = icons_of(icons, what)
+        task_support = task_support_of(task_support, what)
         ctx_param = _context_param(fn)
         generated = schema is None
         if schema is None:
@@ -488,8 +597,13 @@ class Tools:
             converters=_converters(fn, ctx_param) if generated else {},
             output_schema=output_schema or None,
             scopes=_scopes(scopes),
+            title=title,
+            annotations=checked_annotations,
+            icons=checked_icons,
+            task_support=task_support,
         )
         self._tools[tool_name] = tool
+        self._listeners.notify()
         return tool
 
     def get(self, name: str) -> Tool | None:

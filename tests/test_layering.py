@@ -24,6 +24,7 @@ CORE = (
     "hints",
     "jsonvalues",
     "jsonrpc",
+    "metadata",
     "methods",
     "outcomes",
     "promises",

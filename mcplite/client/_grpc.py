@@ -35,6 +35,7 @@ from ..protobuf import (
     decode_tool_response,
     decode_tools_list,
     encode_tool_request,
+    icon_of,
 )
 from ..wire import ERROR_DATA_KEY, iso_timestamp
 from . import Partial, RequestTimeout, TransportError, rpc_error
@@ -114,6 +115,8 @@ def _prompt_definition(prompt: Any) -> dict[str, Any]:
         entry["required"] = argument.required
         arguments.append(entry)
     out["arguments"] = arguments
+    if prompt.icons:
+        out["icons"] = [icon_of(icon) for icon in prompt.icons]
     return out
 
 

@@ -24,7 +24,9 @@ How core outcomes map onto MCP (2026-07-28):
 - a promise: a task (``resultType: task``, ``taskId`` = the sealed promise
   token) when the request declared the ``io.modelcontextprotocol/tasks``
   extension, with ``tasks/update`` answering its input rounds (:mod:`.tasks`);
-  otherwise the call simply waits for its outcome.
+  otherwise, or when the tool says ``task_support="forbidden"``, the call
+  simply waits for its outcome (``"required"``: a call without the extension
+  is -32021).
 
 On 2025-11-25 there is no ``input_required``: the server asks the client
 itself, sending each input request as a JSON-RPC request on the call's SSE
@@ -36,8 +38,8 @@ client's answer must reach the process that asked).
 2026 ``subscriptions/listen`` answers with a stream that stays open: its
 acknowledgement (the filter honoured: tools, prompts, resources list changes),
 then ``notifications/{tools,prompts,resources}/list_changed`` as the registries
-change (:meth:`~mcplite.dispatch.Dispatcher.add_tool`, ``Prompts.add``/``remove``,
-``Resources.add``/``remove``), each tagged with the subscription id (the
+change (``Tools.add``/``remove``, :meth:`~mcplite.dispatch.Dispatcher.add_tool`,
+``Prompts.add``/``remove``, ``Resources.add``/``remove``), each tagged with the subscription id (the
 request's id).  The transport ends it by cancelling the call (the client left,
 or cancelled it on stdio); :meth:`McpServer.end_subscriptions` ends every one
 with its final result at shutdown.  Delivery is to the streams open in this
@@ -86,8 +88,9 @@ from ..jsonrpc import NO_ID, check_request
 from ..outcomes import Elicitation, Failure, InputRequired, Promised
 from ..prompts import Prompts
 from ..resources import Resources
-from ..tools import Kind
+from ..tools import Kind, Tool
 from . import protocol
+from .pagination import page
 from .protocol import (
     LEGACY_VERSIONS,
     MODERN_VERSION,
@@ -578,11 +581,11 @@ class McpServer:
 
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
         tools = [
-            _tool_definition(definition, self.dispatcher.tool(definition["name"]).output_schema)
+            _tool_definition(definition, self.dispatcher.tool(definition["name"]))
             for definition in self.dispatcher.tool_definitions(request.context)
             if definition.get("@type") != "system"  # redeem and cancel: MCP has tasks
         ]
-        out: dict[str, Any] = {"tools": tools}
+        out = self._page(request, "tools", tools, "name")
         if request.modern:
             out["ttlMs"] = 0
             # With auth on, each caller sees the tools its scopes allow: never shared.
@@ -591,9 +594,22 @@ class McpServer:
 
     # -- prompts, resources, completion -------------------------------------
 
+    def _page(
+        self, request: _Request, field: str, entries: list[dict[str, Any]], key: str
+    ) -> dict[str, Any]:
+        """``{field: the page asked for}``, and ``nextCursor`` while more remain
+        (:mod:`.pagination`; ``key`` names an entry)."""
+        size = self.dispatcher.config.page_size
+        shown, next_cursor = page(entries, request.params.get("cursor"), request.method, key, size)
+        out: dict[str, Any] = {field: shown}
+        if next_cursor is not None:
+            out["nextCursor"] = next_cursor
+        return out
+
     async def _list_prompts(self, request: _Request) -> dict[str, Any]:
         assert self.prompts is not None
-        return _cacheable({"prompts": self.prompts.definitions()}, request, "public")
+        listed = self._page(request, "prompts", self.prompts.definitions(), "name")
+        return _cacheable(listed, request, "public")
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         assert self.prompts is not None
@@ -638,12 +654,14 @@ class McpServer:
 
     async def _list_resources(self, request: _Request) -> dict[str, Any]:
         assert self.resources is not None
-        return _cacheable({"resources": self.resources.definitions()}, request, "public")
+        listed = self._page(request, "resources", self.resources.definitions(), "uri")
+        return _cacheable(listed, request, "public")
 
     async def _list_templates(self, request: _Request) -> dict[str, Any]:
         assert self.resources is not None
         templates = self.resources.template_definitions()
-        return _cacheable({"resourceTemplates": templates}, request, "public")
+        listed = self._page(request, "resourceTemplates", templates, "uriTemplate")
+        return _cacheable(listed, request, "public")
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
         assert self.resources is not None
@@ -823,6 +841,8 @@ class McpServer:
         if request.modern:
             if tool.requires:
                 _require(request.capabilities, tool.requires)
+            if tool.task_support == "required":
+                _require(request.capabilities, _TASKS_REQUIRED)
             if request.headers is not None:
                 params_with_headers = self._header_params.get(name)
                 if params_with_headers is None:  # worked out once per tool
@@ -848,7 +868,11 @@ class McpServer:
             else:
                 result = await self._run(name, arguments, context, merge)
             if isinstance(result.outcome, Promised):
-                if request.modern and TASKS_EXTENSION in _extensions(request.capabilities):
+                if (
+                    request.modern
+                    and tool.task_support != "forbidden"
+                    and TASKS_EXTENSION in _extensions(request.capabilities)
+                ):
                     task = self.tasks.add(result.outcome, name, arguments, context)
                     return self._task_fields(task, TaskStatus.WORKING, "task")
                 result = await self._wait(result.outcome.token, context)
@@ -1104,6 +1128,10 @@ def _cacheable(result: dict[str, Any], request: _Request, scope: str) -> dict[st
     return result
 
 
+#: What a tool declared ``task_support="required"`` needs of a 2026 client.
+_TASKS_REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+
+
 def _extensions(capabilities: Mapping[str, Any]) -> Mapping[str, Any]:
     extensions = capabilities.get("extensions")
     return extensions if isinstance(extensions, dict) else {}
@@ -1136,14 +1164,16 @@ def _with_elicited(arguments: Any, responses: Mapping[str, Any] | None) -> Any:
     return arguments
 
 
-def _tool_definition(
-    definition: Mapping[str, Any], output_schema: dict[str, Any] | None
-) -> dict[str, Any]:
-    """An MCP ``Tool``: the MCP-lite entry without ``@type``, with ``outputSchema``
-    when the tool's answers carry ``structuredContent`` of a known shape."""
+def _tool_definition(definition: Mapping[str, Any], tool: Tool) -> dict[str, Any]:
+    """An MCP ``Tool``: the MCP-lite entry (title, annotations and icons included)
+    without ``@type``, with ``outputSchema`` when the tool's answers carry
+    ``structuredContent`` of a known shape, and ``execution.taskSupport`` when
+    the tool declares it."""
     out = {k: v for k, v in definition.items() if k != "@type"}
-    if output_schema is not None:
-        out["outputSchema"] = output_schema
+    if tool.output_schema is not None:
+        out["outputSchema"] = tool.output_schema
+    if tool.task_support is not None:
+        out["execution"] = {"taskSupport": tool.task_support}
     return out
 
 

@@ -48,6 +48,45 @@ class Tool(betterproto.Message):
     input_schema: "betterproto_lib_google_protobuf.Struct" = betterproto.message_field(
         4
     )
+    title: str = betterproto.string_field(5)
+    """mcplite addition: MCP's Tool.title, a display name ("" when none)."""
+
+    annotations: "ToolAnnotations" = betterproto.message_field(6)
+    """
+    mcplite addition: MCP's ToolAnnotations, hints about what the tool does
+     (unset when the tool declares none).
+    """
+
+    icons: List["Icon"] = betterproto.message_field(7)
+    """mcplite addition: MCP's Tool.icons."""
+
+
+@dataclass(eq=False, repr=False)
+class ToolAnnotations(betterproto.Message):
+    """
+    mcplite addition: MCP's ToolAnnotations.  Each hint is unset when the tool
+     does not say (MCP's defaults then apply: read_only false, destructive true,
+     idempotent false, open_world true); test with HasField.
+    """
+
+    title: str = betterproto.string_field(1)
+    read_only_hint: Optional[bool] = betterproto.bool_field(2, optional=True)
+    destructive_hint: Optional[bool] = betterproto.bool_field(3, optional=True)
+    idempotent_hint: Optional[bool] = betterproto.bool_field(4, optional=True)
+    open_world_hint: Optional[bool] = betterproto.bool_field(5, optional=True)
+
+
+@dataclass(eq=False, repr=False)
+class Icon(betterproto.Message):
+    """
+    mcplite addition: MCP's Icon.  src is an https:, http: or data: URI; sizes
+     as in HTML ("48x48", "any"); theme "light", "dark" or "" (either).
+    """
+
+    src: str = betterproto.string_field(1)
+    mime_type: str = betterproto.string_field(2)
+    sizes: List[str] = betterproto.string_field(3)
+    theme: str = betterproto.string_field(4)
 
 
 @dataclass(eq=False, repr=False)
@@ -112,6 +151,7 @@ class Prompt(betterproto.Message):
     description: str = betterproto.string_field(2)
     arguments: List["PromptArgument"] = betterproto.message_field(3)
     title: str = betterproto.string_field(4)
+    icons: List["Icon"] = betterproto.message_field(5)
 
 
 @dataclass(eq=False, repr=False)
