@@ -203,6 +203,9 @@ class Tool:
     #: The JSON Schema of the ``structuredContent`` of every answer (MCP's
     #: ``outputSchema``), given or made from the return annotation; None: no promise.
     output_schema: dict[str, Any] | None = None
+    #: The schema of an answer that is data but not an object (a list, a number),
+    #: from the return annotation: see :meth:`output_schema_for`.
+    value_schema: dict[str, Any] | None = None
     #: The scopes a caller must hold to see and call the tool (auth on only).
     scopes: frozenset[str] = frozenset()
     #: What MCP lists besides the name (see :mod:`mcplite.metadata`).
@@ -211,6 +214,21 @@ class Tool:
     icons: list[Icon] = field(default_factory=list)
     #: MCP's ``execution.taskSupport`` (None: not declared; see :meth:`Tools.tool`).
     task_support: TaskSupport | None = None
+
+    def output_schema_for(self, modern: bool) -> dict[str, Any] | None:
+        """MCP's ``outputSchema`` for a revision: the object schema when there is one;
+        else, for an answer that is other data (a list, a number), its own schema
+        on 2026-07-28, where ``structuredContent`` may be any JSON value, and on
+        2025 that schema as the ``result`` of the object the value is wrapped in."""
+        if self.output_schema is not None or self.value_schema is None:
+            return self.output_schema
+        if modern:
+            return self.value_schema
+        return {
+            "type": "object",
+            "properties": {"result": self.value_schema},
+            "required": ["result"],
+        }
 
     def arguments(self, checked: dict[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments as the function declared them (Enum, dataclass).
@@ -344,6 +362,37 @@ def _output_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
     (no annotation, ``str``, a list, a union, an outcome, a stream, an
     annotation with no JSON Schema), and the tool is listed without one.
     """
+    schema = _return_schema(fn, kind)
+    if schema is None or schema.get("type") != "object" or not _never_a_block(schema):
+        return None
+    return schema
+
+
+def _value_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
+    """The schema of what ``fn`` returns when it is JSON data other than an object
+    that is always sent as ``structuredContent``: an array of numbers, booleans
+    or objects that are never content blocks.  (A string or a lone number is a
+    text block; a list that may hold strings or blocks becomes content items.)
+    None otherwise."""
+    schema = _return_schema(fn, kind)
+    if schema is None or not _plain_value(schema):
+        return None
+    return schema
+
+
+def _plain_value(schema: Mapping[str, Any]) -> bool:
+    if schema.get("type") != "array":
+        return False
+    items = schema.get("items")
+    if not isinstance(items, Mapping):
+        return False
+    if items.get("type") == "object":
+        return _never_a_block(items)
+    return items.get("type") in ("number", "integer", "boolean")
+
+
+def _return_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
+    """The JSON Schema of ``fn``'s return annotation, when it has one and names data."""
     if kind is not Kind.ASYNC and kind is not Kind.SYNC:
         return None
     try:
@@ -356,12 +405,9 @@ def _output_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
     if base is None or (isinstance(base, type) and issubclass(base, _NOT_DATA)):
         return None
     try:
-        schema = schema_for_type(hint, returned=True)
+        return schema_for_type(hint, returned=True)
     except TypeError:
         return None
-    if schema.get("type") != "object" or not _never_a_block(schema):
-        return None
-    return schema
 
 
 #: What a tool returns that is not its data: an outcome is rendered as itself.
@@ -578,8 +624,11 @@ class Tools:
             skip = (ctx_param,) if ctx_param else ()
             schema = schema_for_function(fn, skip=skip)
         kind = _kind(fn)
+        value_schema = None
         if output_schema is None:
             output_schema = _output_schema(fn, kind)
+            if output_schema is None:
+                value_schema = _value_schema(fn, kind)
         elif output_schema is not False:
             output_schema = _given_output_schema(output_schema)
         doc = inspect.getdoc(fn) or ""
@@ -596,6 +645,7 @@ class Tools:
             requires=requires,
             converters=_converters(fn, ctx_param) if generated else {},
             output_schema=output_schema or None,
+            value_schema=value_schema,
             scopes=_scopes(scopes),
             title=title,
             annotations=checked_annotations,

@@ -402,3 +402,66 @@ async def test_the_client_drives_the_demo_served_by_the_command(era: str) -> Non
             result = await client.call_tool("echo", {"text": "from the command"})
     assert [tool.name for tool in listed.tools] == DEMO_TOOLS
     assert only_text(result) == "from the command"
+
+
+def valued_tools() -> Tools:
+    tools = Tools()
+
+    @tools.tool
+    def squares(n: int) -> list[int]:
+        """A list answer."""
+        return [i * i for i in range(n)]
+
+    @tools.tool
+    def count(values: list[float]) -> int:
+        """A number answer is a text block: no outputSchema."""
+        return len(values)
+
+    @tools.tool
+    def flags(n: int) -> list[bool]:
+        """A list of booleans."""
+        return [True] * n
+
+    @tools.tool
+    def rows(n: int) -> list[Totals]:
+        """A list of objects that are never content blocks."""
+        return [{"count": i} for i in range(n)]
+
+    @tools.tool
+    def words(n: int) -> list[str]:
+        """Strings are text items: no outputSchema."""
+        return ["w"] * n
+
+    return tools
+
+
+async def test_a_list_or_number_answer_has_an_output_schema_the_client_checks(era: str) -> None:
+    server = start_server(valued_tools(), make_config())
+    try:
+        async with connected(server.port, era) as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            squares = await client.call_tool("squares", {"n": 4})
+            count = await client.call_tool("count", {"values": [1.0, 2.0]})
+            flags = await client.call_tool("flags", {"n": 2})
+            rows = await client.call_tool("rows", {"n": 2})
+    finally:
+        server.stop()
+    array = {"type": "array", "items": {"type": "integer"}}
+    if era == "2026":  # structuredContent may be any JSON value: the value itself
+        assert listed["squares"].output_schema == array
+        assert squares.structured_content == [0, 1, 4, 9]
+        assert flags.structured_content == [True, True]
+        assert rows.structured_content == [{"count": 0}, {"count": 1}]
+    else:  # 2025: an object, the value as its "result"
+        assert listed["squares"].output_schema == {
+            "type": "object",
+            "properties": {"result": array},
+            "required": ["result"],
+        }
+        assert squares.structured_content == {"result": [0, 1, 4, 9]}
+        assert flags.structured_content == {"result": [True, True]}
+        assert rows.structured_content == {"result": [{"count": 0}, {"count": 1}]}
+    assert listed["count"].output_schema is None
+    assert only_text(count) == "2"
+    assert listed["words"].output_schema is None
+    assert squares.is_error is flags.is_error is rows.is_error is False

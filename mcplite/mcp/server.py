@@ -581,7 +581,7 @@ class McpServer:
 
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
         tools = [
-            _tool_definition(definition, self.dispatcher.tool(definition["name"]))
+            _tool_definition(definition, self.dispatcher.tool(definition["name"]), request.modern)
             for definition in self.dispatcher.tool_definitions(request.context)
             if definition.get("@type") != "system"  # redeem and cancel: MCP has tasks
         ]
@@ -1164,14 +1164,15 @@ def _with_elicited(arguments: Any, responses: Mapping[str, Any] | None) -> Any:
     return arguments
 
 
-def _tool_definition(definition: Mapping[str, Any], tool: Tool) -> dict[str, Any]:
+def _tool_definition(definition: Mapping[str, Any], tool: Tool, modern: bool) -> dict[str, Any]:
     """An MCP ``Tool``: the MCP-lite entry (title, annotations and icons included)
     without ``@type``, with ``outputSchema`` when the tool's answers carry
     ``structuredContent`` of a known shape, and ``execution.taskSupport`` when
     the tool declares it."""
     out = {k: v for k, v in definition.items() if k != "@type"}
-    if tool.output_schema is not None:
-        out["outputSchema"] = tool.output_schema
+    output_schema = tool.output_schema_for(modern)
+    if output_schema is not None:
+        out["outputSchema"] = output_schema
     if tool.task_support is not None:
         out["execution"] = {"taskSupport": tool.task_support}
     return out
