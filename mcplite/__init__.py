@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         InputRequired,
         MoreResources,
         Partial,
+        ProgressUpdate,
         Promised,
         ResponseType,
     )
@@ -86,6 +87,7 @@ _HOMES = {
     "InputRequired": "outcomes",
     "MoreResources": "outcomes",
     "Partial": "outcomes",
+    "ProgressUpdate": "outcomes",
     "Promised": "outcomes",
     "ResponseType": "outcomes",
     "MemoryStore": "promises",
@@ -146,6 +148,7 @@ __all__ = [
     "ParseError",
     "Partial",
     "Policy",
+    "ProgressUpdate",
     "PromiseRecord",
     "PromiseStatus",
     "PromiseStore",

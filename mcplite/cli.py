@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Host/Origin the MCP endpoint accepts (repeatable; default: localhost, "
         "127.0.0.1 and [::1] when bound to loopback, any otherwise)",
     )
+    bind.add_argument(
+        "--cors-allow-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="let web pages of ORIGIN (http[s]://host[:port]) call the HTTP endpoints from a "
+        "browser (CORS; repeatable; '*': any origin; off by default; see docs/security.md)",
+    )
     _add_page_size(bind)
     limits = serve.add_argument_group("limits")
     _add_max_body_size(limits, d, "larger request bodies get 413")
@@ -444,6 +451,7 @@ def _config(args: argparse.Namespace) -> Config:
         base_path=args.base_path,
         mcp_path=None if args.no_mcp else args.mcp_path,
         mcp_allowed_hosts=tuple(args.allowed_host) if args.allowed_host else None,
+        cors_allow_origins=tuple(args.cors_allow_origin or ()),
         max_header_size=args.max_header_size,
         request_timeout=args.request_timeout,
         keepalive_timeout=args.keepalive_timeout,

@@ -10,6 +10,7 @@ import math
 import os
 import ssl
 from dataclasses import dataclass, fields
+from urllib.parse import urlsplit
 
 from .wire import DEFAULT_BASE_PATH, DEFAULT_MAX_MESSAGE_SIZE
 
@@ -22,6 +23,36 @@ MiB = 1024 * KiB
 def _ssl_reason(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None)
     return str(reason or exc).replace("_", " ").lower()
+
+
+def _origin(value: str) -> str:
+    """A CORS origin as browsers send it in ``Origin`` (RFC 6454 section 6.1:
+    lowercase, no default port, no path), or ``*``; ValueError otherwise."""
+    text = value.strip()
+    if text == "*":
+        return text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if (
+        parts is None
+        or parts.scheme.lower() not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValueError(
+            f"cors_allow_origins: {value!r} is not an origin (http[s]://host[:port]) or '*'"
+        )
+    scheme = parts.scheme.lower()
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port is None or port == {"http": 80, "https": 443}[scheme]:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
 
 
 @dataclass(slots=True)
@@ -38,6 +69,10 @@ class Config:
     # port); otherwise no check.  A tuple: exactly those hosts ("name" or
     # "name:port"), for Host and for Origin.
     mcp_allowed_hosts: tuple[str, ...] | None = None
+    # Web origins ("https://app.example:8443") whose pages may call the HTTP
+    # endpoints from a browser (CORS, mcplite.http.cors); they pass the Origin
+    # check above too (Host is still checked).  "*": any origin.  Empty: off.
+    cors_allow_origins: tuple[str, ...] = ()
     # MCP's lists (tools, prompts, resources, resource templates): at most this
     # many entries per answer, and a nextCursor for the rest; None: one answer.
     page_size: int | None = None
@@ -157,6 +192,7 @@ class Config:
             raise ValueError("OAuth needs both an issuer and an audience")
         if (self.keyfile is not None or self.client_ca is not None) and self.certfile is None:
             raise ValueError("keyfile and client_ca need a certfile")
+        self.cors_allow_origins = tuple(_origin(o) for o in self.cors_allow_origins)
         if not self.base_path.startswith("/"):
             raise ValueError(f"base_path must start with '/', got {self.base_path!r}")
         self.base_path = self.base_path.rstrip("/")

@@ -15,6 +15,7 @@ a call, each in one place:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import difflib
@@ -41,7 +42,7 @@ from .errors import (
     ToolNotFound,
 )
 from .metrics import METRICS
-from .outcomes import Answer, Failure, Partial, Promised
+from .outcomes import Answer, Failure, Partial, ProgressUpdate, Promised
 from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
 from .runner import Runner, aggregate, internal_error, start_task
 from .schema import SchemaError
@@ -211,14 +212,13 @@ class Dispatcher:
             return self._definitions  # built once
         return [t.definition() for t in self._tools.values() if self.policy.visible(context, t)]
 
-    def tool(
-        self, name: str, context: RequestContext = IN_PROCESS, *, system: bool = True
-    ) -> Tool:
+    def tool(self, name: str, context: RequestContext = IN_PROCESS, *, system: bool = True) -> Tool:
         """The tool called ``name``; raises :class:`ToolNotFound` with a suggestion
         among the tools ``context``'s caller may see.  ``system=False``: MCP-lite's
-        own ``redeem`` and ``cancel`` are not there (MCP has tasks instead)."""
+        own ``redeem`` and ``cancel`` are left out of that list and suggestion
+        (MCP does not list them: it has tasks), though they may still be called."""
         tool = self._tools.get(name)
-        if tool is None or (not system and tool.kind is Kind.SYSTEM):
+        if tool is None:
             names = self._names
             if not system or type(self.policy) is not AllowAll:
                 visible = self.policy.visible
@@ -398,19 +398,31 @@ class Dispatcher:
     # -- streams ------------------------------------------------------------
 
     def stream(
-        self, name: str, arguments: Any = None, context: RequestContext = IN_PROCESS
+        self,
+        name: str,
+        arguments: Any = None,
+        context: RequestContext = IN_PROCESS,
+        *,
+        progress: bool = False,
     ) -> ToolStream:
         """Start a streamed call: an async iterator of :class:`Partial` then one :class:`Result`.
 
+        ``progress``: what the tool reports (``ctx.report_progress``) comes too, as
+        :class:`ProgressUpdate` items between the parts, from :meth:`ToolStream.next`
+        (the bindings ask for it; ``async for`` gives the parts and the result only).
         Raises :class:`ToolNotFound`, :class:`InvalidParams` or :class:`Overloaded`
         (and whatever the policy refuses with) before anything runs.  Close it
         (``aclose``) to stop the tool.
         """
         tool, args = self._admit(name, arguments, context)
+        ctx = None
         if tool.context_param is not None:
             ctx = Context(tool.name, caller=context.caller, request=context)
             args = {**args, tool.context_param: ctx}
-        return ToolStream(self, tool, args, context)
+        stream = ToolStream(self, tool, args, context)
+        if progress and ctx is not None:
+            ctx.progress.sink = stream.reported
+        return stream
 
     # -- system tools: redeem and cancel ------------------------------------
 
@@ -597,12 +609,23 @@ class _StreamError:
         self.error = error
 
 
+#: What a stream holds for its binding: parts and progress, then the end.
+_Item = Partial | ProgressUpdate | Result | _StreamError
+
+
 class ToolStream:
     """A running streamed call.
 
-    The tool runs in its own task and hands each part over through a queue of
-    one: the generator is not advanced until the binding has taken the previous
-    part, so a slow reader holds the tool back instead of filling memory.
+    The tool runs in its own task and hands each part over one at a time: the
+    generator is not advanced until the binding has taken the previous part, so
+    a slow reader holds the tool back instead of filling memory.  Progress the
+    tool reports (see :meth:`Dispatcher.stream`) comes in its place among the
+    parts and never holds the tool back: a report not taken yet is replaced by
+    the next one, so at most three items wait (report, part, report).
+
+    Nothing here runs in a task of the binding's: :meth:`next` waits on a future
+    of its own, with its own timer, so a binding that stops reading (its client
+    gone) leaves no task whose exception nobody retrieves.
     """
 
     def __init__(
@@ -615,9 +638,16 @@ class ToolStream:
         self._dispatcher = dispatcher
         self.tool = tool
         self._context = context
-        self._queue: asyncio.Queue[Partial | Result | _StreamError] = asyncio.Queue(1)
-        self._task = asyncio.get_running_loop().create_task(self._produce(args))
-        self._finished = False
+        self._loop = loop = asyncio.get_running_loop()
+        self._items: collections.deque[_Item] = collections.deque()
+        self._parts = 0  # parts and ends in _items: at most one (backpressure)
+        self._reader: asyncio.Future[None] | None = None  # next() waiting for an item
+        self._writer: asyncio.Future[None] | None = None  # the tool waiting for room
+        self._interrupted: MCPLiteError | None = None
+        self._t0 = time.perf_counter()
+        self._task = loop.create_task(self._produce(args))
+        self._finished = False  # the end was taken (or the stream closed)
+        self._closed = False
         self._released = False
         dispatcher.active += 1
         dispatcher.streams += 1
@@ -631,11 +661,49 @@ class ToolStream:
             self._dispatcher.active -= 1
             self._dispatcher.streams -= 1
 
+    async def _put(self, item: Partial | Result | _StreamError) -> None:
+        """Hand a part (or the end) over, once the one before it was taken."""
+        while self._parts and not self._closed:
+            self._writer = waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._writer = None
+        if self._closed:
+            return  # nobody will take it
+        self._items.append(item)
+        self._parts += 1
+        _wake(self._reader)
+
     async def _put_part(self, value: Any) -> None:
-        await self._queue.put(Partial(value))
+        await self._put(Partial(value))
+
+    def reported(self, progress: Progress) -> None:
+        """The tool reported ``progress`` (a :class:`Progress` sink): pass it on.
+        Called on the loop, or from a sync tool's worker thread."""
+        update = ProgressUpdate(progress.progress or 0, progress.total, progress.message)
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._offer(update)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+                self._loop.call_soon_threadsafe(self._offer, update)
+
+    def _offer(self, update: ProgressUpdate) -> None:
+        if self._finished:
+            return
+        items = self._items
+        if items and isinstance(items[-1], ProgressUpdate):
+            items[-1] = update  # not taken yet: the newer report says more
+        else:
+            items.append(update)
+        _wake(self._reader)
 
     async def _produce(self, args: dict[str, Any]) -> None:
-        started, t0 = time.time(), time.perf_counter()
+        started, t0 = time.time(), self._t0
         item: Result | _StreamError
         try:
             if self.tool.kind is Kind.SYSTEM:
@@ -643,33 +711,51 @@ class ToolStream:
             else:
                 outcome = await self._dispatcher.runner.run(self.tool, args, self._put_part)
                 item = Result(outcome, started, (time.perf_counter() - t0) * 1000)
-        except MCPLiteError as exc:
-            item = _StreamError(exc)
+        except Exception as exc:
+            # The runner turns whatever a tool raises into an MCPLiteError; anything
+            # else is a system tool's (a promise store that fails): an internal error.
+            error = exc if isinstance(exc, MCPLiteError) else internal_error(self.tool.name, exc)
+            item = _StreamError(error)
             if METRICS.on:
                 binding, name = self._context.binding, self.tool.name
-                METRICS.call_error(binding, name, exc.jsonrpc_code, time.perf_counter() - t0)
+                METRICS.call_error(binding, name, error.jsonrpc_code, time.perf_counter() - t0)
         else:
             if METRICS.on and isinstance(item, Result):
                 kind = item.response_type.value
                 METRICS.call(self._context.binding, self.tool.name, kind, time.perf_counter() - t0)
         self._release()  # the tool is done: no longer a call in flight
-        await self._queue.put(item)
+        await self._put(item)
 
-    async def next(self, timeout: float | None = None) -> Partial | Result | None:
-        """The next part or the final result; None if ``timeout`` passes first.
+    async def next(self, timeout: float | None = None) -> Partial | ProgressUpdate | Result | None:
+        """The next part, progress report (see :meth:`Dispatcher.stream`) or the
+        final result; None if ``timeout`` passes first.
 
-        Raises :class:`MCPLiteError` if the tool fails mid-stream, and
-        ``StopAsyncIteration`` after the final result was taken.
+        Raises :class:`MCPLiteError` if the tool fails mid-stream (or the stream
+        was :meth:`interrupt`-ed), and ``StopAsyncIteration`` after the final
+        result was taken.
         """
         if self._finished:
             raise StopAsyncIteration
-        if timeout is None:
-            item = await self._queue.get()
-        else:
+        if not self._items and self._interrupted is None:
+            loop = self._loop
+            self._reader = waiter = loop.create_future()
+            timer = None if timeout is None else loop.call_later(timeout, _wake, waiter)
             try:
-                item = await asyncio.wait_for(self._queue.get(), timeout)
-            except TimeoutError:
+                await waiter
+            finally:
+                self._reader = None
+                if timer is not None:
+                    timer.cancel()
+            if not self._items and self._interrupted is None:
                 return None
+        if self._interrupted is not None:
+            self._finished = True
+            raise self._interrupted
+        item = self._items.popleft()
+        if isinstance(item, ProgressUpdate):
+            return item
+        self._parts -= 1
+        _wake(self._writer)
         if isinstance(item, Partial):
             return item
         self._finished = True
@@ -677,21 +763,48 @@ class ToolStream:
             raise item.error
         return item
 
+    def interrupt(self, error: MCPLiteError) -> None:
+        """End the stream early with ``error`` (the server is shutting down): the
+        :meth:`next` waiting now, or the next one, raises it, and what the tool
+        has not handed over yet is dropped.  :meth:`aclose` still stops the tool."""
+        if not self._finished:
+            self._interrupted = error
+            _wake(self._reader)
+
     def __aiter__(self) -> AsyncIterator[Partial | Result]:
         return self
 
     async def __anext__(self) -> Partial | Result:
-        item = await self.next()
-        assert item is not None
-        return item
+        """The next part or the result (progress reports, if asked for, are skipped:
+        :meth:`next` gives them)."""
+        while True:
+            item = await self.next()
+            if not isinstance(item, ProgressUpdate):
+                assert item is not None
+                return item
 
-    async def aclose(self, timeout: float = 5.0) -> None:
-        """Stop the tool (its ``finally`` runs) and wait for it, at most ``timeout`` s."""
-        self._finished = True
+    async def aclose(self, timeout: float = 5.0, *, disconnected: bool = False) -> None:
+        """Stop the tool (its ``finally`` runs) and wait for it, at most ``timeout`` s.
+
+        ``disconnected``: the binding closes the stream because its client went
+        away; a tool stopped by it is counted with the outcome ``disconnected``
+        (``mcplite_calls_total``).
+        """
+        self._finished = self._closed = True
+        self._items.clear()
+        _wake(self._writer)
         task = self._task
         if not task.done():
+            if disconnected and not self._released and METRICS.on:
+                elapsed = time.perf_counter() - self._t0
+                METRICS.call(self._context.binding, self.tool.name, "disconnected", elapsed)
             task.cancel()
             await asyncio.wait((task,), timeout=timeout)
+
+
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 #: The ``tool`` label of a call to a name that is not served (never the name itself:

@@ -9,6 +9,11 @@ or, with ``--log-format json``, one JSON object per line::
      "binding": "http", "method": "POST", "path": "/mcp-lite/v1/rpc", "tool": "echo",
      "status": 200, "duration_ms": 0.41, "peer": "127.0.0.1"}
 
+A request whose client went away before its answer was complete ends its
+line with ``client-gone`` (JSON: ``"outcome": "client-gone"``); one the server
+cut off at shutdown with ``cancelled``.  Its status is what was sent (an SSE
+stream's ``200``), or ``499`` when nothing was (gRPC: ``CANCELLED``).
+
 Error lines carry ``error_id`` when there is one (the id a client was given)
 and ``exc`` (the traceback).  Nothing logged carries a header, a token, a
 promise token, an argument value or a secret; the HTTP/2 libraries under
@@ -32,7 +37,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["ACCESS", "AccessLog", "JsonFormatter", "setup_logging"]
+__all__ = ["ACCESS", "CLIENT_GONE", "AccessLog", "JsonFormatter", "setup_logging"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Fields of an access line, in order (JSON keys; ``extra`` names on the logging path).
@@ -41,6 +46,8 @@ ACCESS_FIELDS = ("binding", "method", "path", "tool", "status", "duration_ms", "
 _RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 access_logger = logging.getLogger("mcplite.access")
+#: The outcome of an access line whose client went away before its answer was complete.
+CLIENT_GONE = "client-gone"
 #: Third-party loggers that would log credentials at DEBUG (hpack: every header).
 _QUIET = ("hpack", "h2")
 
@@ -127,19 +134,23 @@ class AccessLog:
         status: int | str,
         duration_ms: float,
         peer: tuple[str, int] | None,
+        outcome: str | None = None,
     ) -> None:
+        """One line; ``outcome`` says how a request that did not end well ended
+        (``client-gone``, ``cancelled``)."""
         if self._stream is None or not self._owned():
-            self._via_logging(binding, method, path, tool, status, duration_ms, peer)
+            self._via_logging(binding, method, path, tool, status, duration_ms, peer, outcome)
             return
         now = time.time()
         if self._json:
             status_text = status if isinstance(status, int) else json.dumps(status)
             peer_text = json.dumps(peer[0]) if peer else "null"
+            tail = "" if outcome is None else f',"outcome":{json.dumps(outcome)}'
             line = (
                 f'{{"ts":"{_iso(now)}","level":"info","logger":"mcplite.access"{self._static},'
                 f'"binding":"{binding}","method":{json.dumps(method)},"path":{json.dumps(path)},'
                 f'"tool":{json.dumps(tool)},"status":{status_text},'
-                f'"duration_ms":{duration_ms:.2f},"peer":{peer_text}}}\n'
+                f'"duration_ms":{duration_ms:.2f},"peer":{peer_text}{tail}}}\n'
             )
         else:
             seconds = int(now)
@@ -149,7 +160,7 @@ class AccessLog:
             millis = int((now - seconds) * 1000)
             line = (
                 f"{self._stamp},{millis:03d}{self._prefix}{method} {path} {tool or '-'} "
-                f"{status} {duration_ms:.2f}ms\n"
+                f"{status} {duration_ms:.2f}ms{'' if outcome is None else ' ' + outcome}\n"
             )
         self._pending.append(line)
         if not self._scheduled:
@@ -181,23 +192,32 @@ class AccessLog:
         status: int | str,
         duration_ms: float,
         peer: tuple[str, int] | None,
+        outcome: str | None = None,
     ) -> None:
+        extra: dict[str, Any] = {
+            "binding": binding,
+            "method": method,
+            "path": path,
+            "tool": tool,
+            "status": status,
+            "duration_ms": round(duration_ms, 2),
+            "peer": peer[0] if peer else None,
+        }
+        if outcome is None:
+            access_logger.info(
+                "%s %s %s %s %.2fms", method, path, tool or "-", status, duration_ms, extra=extra
+            )
+            return
+        extra["outcome"] = outcome
         access_logger.info(
-            "%s %s %s %s %.2fms",
+            "%s %s %s %s %.2fms %s",
             method,
             path,
             tool or "-",
             status,
             duration_ms,
-            extra={
-                "binding": binding,
-                "method": method,
-                "path": path,
-                "tool": tool,
-                "status": status,
-                "duration_ms": round(duration_ms, 2),
-                "peer": peer[0] if peer else None,
-            },
+            outcome,
+            extra=extra,
         )
 
 

@@ -80,7 +80,7 @@ def mcplite_methods(
 
     def stream_tool(params: Any, context: RequestContext) -> ToolStream:
         name, arguments = tool_call_params(params)
-        return dispatcher.stream(name, arguments, context)
+        return dispatcher.stream(name, arguments, context, progress=True)
 
     def streams(params: Any) -> bool:
         name = params.get("name") if isinstance(params, dict) else None

@@ -20,7 +20,8 @@ client made up):
                                                outcome (``answer``, ``promise``,
                                                ``elicitation``, ``failure``,
                                                ``request-for-more-resource``,
-                                               ``error``)
+                                               ``error``, ``disconnected``: a
+                                               stream stopped as its client left)
 ``mcplite_call_errors_total``        counter   calls ended by a protocol error, by
                                                binding, tool and JSON-RPC ``code``
 ``mcplite_call_duration_seconds``    histogram time to a call's result or promise, by tool

@@ -37,6 +37,7 @@ __all__ = [
     "MoreResources",
     "Outcome",
     "Partial",
+    "ProgressUpdate",
     "Promised",
     "ResponseType",
     "content_of",
@@ -140,6 +141,38 @@ class Partial:
     """One part of a streamed result."""
 
     value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressUpdate:
+    """What a streamed call's tool said of its progress (``ctx.report_progress``):
+    ``progress`` so far, out of ``total`` when known, and a ``message``."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"progress", "total"?, "message"?}``: MCP's progress fields, and a
+        promise's ``_meta.progress``."""
+        out: dict[str, Any] = {"progress": self.progress}
+        if self.total is not None:
+            out["total"] = self.total
+        if self.message is not None:
+            out["message"] = self.message
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProgressUpdate | None:
+        """From :meth:`to_json`'s shape as received; None when it is not that."""
+        if not isinstance(data, dict):
+            return None
+        progress, total, message = data.get("progress"), data.get("total"), data.get("message")
+        if not isinstance(progress, int | float) or isinstance(progress, bool):
+            return None
+        if total is not None and (not isinstance(total, int | float) or isinstance(total, bool)):
+            return None
+        return cls(progress, total, message if isinstance(message, str) else None)
 
 
 Outcome: TypeAlias = Answer | Failure | Elicitation | InputRequired | MoreResources | Promised

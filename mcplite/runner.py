@@ -32,6 +32,7 @@ __all__ = [
     "EAGER_TASKS",
     "PartSink",
     "Runner",
+    "abandon",
     "aggregate",
     "being_cancelled",
     "internal_error",
@@ -94,6 +95,27 @@ else:
     def start_task(coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
         """A task (eager from Python 3.12 on; scheduled on 3.11)."""
         return asyncio.get_running_loop().create_task(coro, name=name)
+
+
+def abandon(task: asyncio.Future[Any]) -> None:
+    """Stop waiting for ``task`` (its client has gone, or the server is closing):
+    cancel it if it still runs, and read how it ended once it does, so that
+    asyncio never reports "Task exception was never retrieved" (any client could
+    fill the error log with those).  A protocol error is dropped, whoever it was
+    for has gone; anything else is a bug of ours: logged."""
+    if task.done():
+        _read_abandoned(task)
+    else:
+        task.cancel()
+        task.add_done_callback(_read_abandoned)
+
+
+def _read_abandoned(task: asyncio.Future[Any]) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None and not isinstance(exc, MCPLiteError):
+        log.error("a call nobody waited for any more failed", exc_info=exc)
 
 
 def being_cancelled() -> bool:

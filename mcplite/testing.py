@@ -25,6 +25,7 @@ from typing import Any
 from .client import (
     BaseClient,
     Partial,
+    ProgressUpdate,
     RequestTimeout,
     RPCError,
     error_from_object,
@@ -76,9 +77,9 @@ class DispatcherTransport:
 
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
-    ) -> AsyncIterator[Partial | dict[str, Any]]:
+    ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
         try:
-            parts = self.dispatcher.stream(name, self._wire(name, arguments))
+            parts = self.dispatcher.stream(name, self._wire(name, arguments), progress=True)
         except MCPLiteError as exc:
             raise _rpc_error(exc) from None
         try:
@@ -93,6 +94,10 @@ class DispatcherTransport:
                     raise RequestTimeout(f"nothing from '{name}' for {timeout:g} s")
                 if isinstance(item, Partial):
                     yield Partial(self._wire(name, item.value))
+                elif isinstance(item, ProgressUpdate):
+                    progress = ProgressUpdate.from_json(self._wire(name, item.to_json()))
+                    if progress is not None:
+                        yield progress
                 else:
                     yield self._wire(name, item.to_json())
                     return

@@ -589,6 +589,13 @@ def test_the_committed_betterproto_code_is_what_the_proto_generates(tmp_path: Pa
     committed = sources(ROOT / "mcplite" / "grpc" / "_proto")
     assert committed == sources(fresh), "run scripts/gen_proto.sh"
     assert "mcplite/__init__.py" in committed
+    # The standard health and reflection messages, and the descriptors reflection sends.
+    assert {
+        "grpc/health/v1/__init__.py",
+        "grpc/reflection/v1/__init__.py",
+        "grpc/reflection/v1alpha/__init__.py",
+        "descriptors.py",
+    } <= set(committed)
 
 
 def test_betterproto_reads_our_tool_response_meta() -> None:

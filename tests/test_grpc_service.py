@@ -458,7 +458,9 @@ def test_the_service_maps_the_three_spec_methods() -> None:
         ) -> Any:
             raise AssertionError
 
-        def stream(self, name: str, arguments: dict[str, Any] | None, context: Any = None) -> Any:
+        def stream(
+            self, name: str, arguments: dict[str, Any] | None, context: Any = None, **_: Any
+        ) -> Any:
             raise AssertionError
 
     mapping = MCPLiteService(NoDispatcher()).__mapping__()

@@ -151,7 +151,9 @@ def send_everything(server: ServeProcess, run: Run) -> None:
         lite_sent.append(("mcp", "POST", "/mcp", "echo", 200))
     status, reply = mcp_call(port, "crash", {"text": ARG})
     assert status == 200, reply
-    run.error_ids["mcp"] = reply["error"]["data"]["error_id"]
+    # MCP: a raising tool is an isError result; its JSON-RPC error rides in _meta.
+    assert reply["result"]["isError"] is True, reply
+    run.error_ids["mcp"] = reply["result"]["_meta"]["mcplite/error"]["data"]["error_id"]
     lite_sent.append(("mcp", "POST", "/mcp", "crash", 200))
 
     proto = protos()["ours"]

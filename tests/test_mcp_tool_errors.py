@@ -10,7 +10,8 @@ subprocess and one gRPC call:
 - invalid arguments and a raising tool are results with ``isError: true`` that
   name each field or give an error id (the exception only with
   ``show_tool_errors``), while MCP-lite and gRPC keep their protocol errors;
-- MCP-lite's system tools ``redeem`` and ``cancel`` are unknown on MCP;
+- MCP-lite's system tools ``redeem`` and ``cancel`` are never listed or
+  suggested on MCP (a client that knows them may still call them);
 - ``tasks/*`` may leave out ``Mcp-Name``, but not send a wrong one;
 - ``notifications/cancelled`` over HTTP stops the one call it names;
 - ``inputResponses``: only what a sealed round asked is taken, each answer of
@@ -696,7 +697,7 @@ def unknown_tool_error(server: RunningServer, era: str, name: str) -> dict[str, 
     return assert_error(status, reply, 200, -32602, 71)
 
 
-@pytest.mark.parametrize("name", ["cancl", "redeem", "cancel", "no_such_tool"])
+@pytest.mark.parametrize("name", ["cancl", "redeeem", "no_such_tool"])
 def test_an_unknown_tool_on_mcp_never_lists_or_suggests_the_system_tools(
     server: RunningServer, era: str, name: str
 ) -> None:
@@ -707,6 +708,18 @@ def test_an_unknown_tool_on_mcp_never_lists_or_suggests_the_system_tools(
     assert "redeem" not in available and "cancel" not in available
     assert "cancel" not in error["data"].get("suggestion", "")
     assert "redeem" not in error["data"].get("suggestion", "")
+
+
+def test_a_client_that_knows_redeem_may_still_call_it_on_mcp(
+    server: RunningServer, era: str
+) -> None:
+    params = call_params("redeem", {"promise": "not-a-token"})
+    if era == "2026":
+        status, reply = modern_call(server, params, 72)
+    else:
+        status, reply = legacy_exchange(server, legacy_message("tools/call", params, 72))
+    assert reply["error"]["code"] == -32602, reply
+    assert "Unknown tool" not in reply["error"]["message"], reply
 
 
 def test_a_name_close_to_a_users_tool_is_still_suggested_on_mcp(server: RunningServer) -> None:

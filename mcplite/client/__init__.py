@@ -8,7 +8,7 @@ The URL picks the transport::
         tools = await client.list_tools()
         response = await client.call("search_documents", {"query": "MCP", "limit": 3})
         print(response.response_type, response.content)
-        async for item in client.stream("generate_report", {"topic": "Q3"}):
+        async for item in client.stream("generate_report", {"topic": "Q3"}, on_progress=print):
             ...  # Partial(value) for each part, then the final Response
         prompts = await client.list_prompts()  # MCP's Prompt objects
         result = await client.get_prompt("explain_section", {"document_id": "doc_123"})
@@ -57,7 +57,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from .. import wire
-from ..outcomes import Partial
+from ..outcomes import Partial, ProgressUpdate
 from ..wire import DEFAULT_BASE_PATH
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "OverloadedError",
     "Partial",
     "PermissionDeniedError",
+    "ProgressUpdate",
     "PromiseTimeout",
     "PromptTransport",
     "RPCError",
@@ -360,8 +361,9 @@ class Transport(Protocol):
 
     def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
-    ) -> AsyncIterator[Partial | dict[str, Any]]:
-        """A streamed call: :class:`Partial` parts, then the final result object.
+    ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
+        """A streamed call: :class:`Partial` parts (and :class:`ProgressUpdate`
+        reports among them, when the tool makes some), then the final result object.
 
         ``timeout`` bounds each wait for the next item.
         """
@@ -547,11 +549,18 @@ class BaseClient:
         return Response.from_result(raw)
 
     async def stream(
-        self, name: str, arguments: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[ProgressUpdate], object] | None = None,
     ) -> AsyncGenerator[Partial | Response, None]:
         """A streamed call: yields :class:`Partial` for each part as it arrives, then
         the final :class:`Response` (the aggregate of the parts, or the tool's outcome).
 
+        ``on_progress`` is called with each :class:`ProgressUpdate` the tool reports
+        (``ctx.report_progress``: ``progress``, ``total``, ``message``) as it
+        arrives, in order with the parts (without it they are dropped).
         Errors found before the tool starts raise on the first iteration; a tool
         that fails mid-stream raises :class:`InternalServerError` there.  Leaving
         the loop early (and ``aclose()``, or ``contextlib.aclosing``) stops the
@@ -563,6 +572,9 @@ class BaseClient:
             async for item in items:
                 if isinstance(item, Partial):
                     yield item
+                elif isinstance(item, ProgressUpdate):
+                    if on_progress is not None:
+                        on_progress(item)
                 else:
                     yield Response.from_result(item)
         finally:

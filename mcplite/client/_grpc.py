@@ -38,7 +38,7 @@ from ..protobuf import (
     icon_of,
 )
 from ..wire import ERROR_DATA_KEY, iso_timestamp
-from . import Partial, RequestTimeout, TransportError, rpc_error
+from . import Partial, ProgressUpdate, RequestTimeout, TransportError, rpc_error
 from ._tls import tls_reason
 
 __all__ = ["BytesCodec", "GrpcTransport", "grpc_error", "result_of"]
@@ -327,7 +327,7 @@ class GrpcTransport:
 
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
-    ) -> AsyncIterator[Partial | dict[str, Any]]:
+    ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
         payload = self._request(name, arguments)
         stream: Stream[bytes, bytes] | None = None
         final: dict[str, Any] | None = None
@@ -348,7 +348,11 @@ class GrpcTransport:
                     if data is None:
                         break
                     result, meta = decode_tool_response(data)
-                    if meta is None or (meta.extra or {}).get("partial") is True:
+                    if meta is None and "partial" not in result and "progress" in result:
+                        progress = ProgressUpdate.from_json(result)  # the tool's progress
+                        if progress is not None:
+                            yield progress
+                    elif meta is None or (meta.extra or {}).get("partial") is True:
                         yield Partial(result.get("partial"))
                     else:
                         final = result_of(result, meta)

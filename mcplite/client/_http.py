@@ -55,6 +55,7 @@ from . import (
     OverloadedError,
     Partial,
     PermissionDeniedError,
+    ProgressUpdate,
     RequestTimeout,
     RPCError,
     TransportError,
@@ -520,7 +521,7 @@ class HttpTransport:
 
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
-    ) -> AsyncIterator[Partial | dict[str, Any]]:
+    ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
         path = self.base_path + "/rpc"
         body = self._rpc_body(name, arguments)
         conn: _Connection | None = None
@@ -549,7 +550,7 @@ class HttpTransport:
                             continue
                         for kind, payload in parser.feed(bytes(event.data)):
                             item = _sse_item(kind, payload)
-                            if isinstance(item, Partial):
+                            if isinstance(item, Partial | ProgressUpdate):
                                 yield item
                             elif item is not None:
                                 final = item
@@ -603,9 +604,10 @@ def _reason(exc: BaseException) -> str:
     return strerror or str(exc) or type(exc).__name__  # e.g. a resolver's error
 
 
-def _sse_item(kind: str, payload: str) -> Partial | dict[str, Any] | None:
-    """One SSE event: a Partial, the final result, or None (heartbeat, unknown)."""
-    if kind not in ("message", "done", "error"):
+def _sse_item(kind: str, payload: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
+    """One SSE event: a Partial, the tool's progress, the final result, or None
+    (heartbeat, unknown, a progress event not in its shape)."""
+    if kind not in ("message", "done", "error", "progress"):
         return None
     try:
         data = json.loads(payload)
@@ -615,6 +617,8 @@ def _sse_item(kind: str, payload: str) -> Partial | dict[str, Any] | None:
         raise TransportError(f"malformed SSE {kind} event: {payload[:200]!r}")
     if kind == "message":
         return Partial(data.get("partial"))
+    if kind == "progress":
+        return ProgressUpdate.from_json(data)
     if kind == "error":
         raise error_from_object(data)
     return data

@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import ssl
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import BaseClient, Client, Partial, Response, ToolInfo
+from . import BaseClient, Client, Partial, ProgressUpdate, Response, ToolInfo
 
 __all__ = ["SyncClient"]
 
@@ -148,12 +148,17 @@ class SyncClient:
         return self._run(self._client.read_resource(uri))
 
     def stream(
-        self, name: str, arguments: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[ProgressUpdate], object] | None = None,
     ) -> Iterator[Partial | Response]:
         """A generator of :class:`Partial` parts as they arrive, then the final
         :class:`Response`; ``list(client.stream(...))`` collects them all.
-        Leaving the loop early stops the tool."""
-        items = self._client.stream(name, arguments)
+        ``on_progress`` hears the tool's progress reports (see
+        :meth:`mcplite.client.BaseClient.stream`).  Leaving the loop early stops the tool."""
+        items = self._client.stream(name, arguments, on_progress=on_progress)
         finished = False
         try:
             while True:

@@ -4,6 +4,8 @@
 ``mcplite.MCPLite``; :mod:`mcplite.protobuf` reads and writes the messages; the
 betterproto classes generated from ``proto/mcplite.proto`` (by ``scripts/gen_proto.sh``)
 are in ``mcplite.grpc._proto.mcplite``, where the codec takes its field numbers.
+Beside it every server serves the standard health service (:mod:`.health`) and
+server reflection (:mod:`.reflection`).
 """
 
 from __future__ import annotations

@@ -28,6 +28,15 @@ accepted connection), with subclasses of grpclib's ``Handler`` and ``H2Protocol`
   up to 65,536 of them (about 10 MiB) per connection; we keep
   :data:`CLOSED_STREAMS_KEPT`.
 
+* **Unknown methods.**  grpclib answers a path it does not serve with a bare
+  ``:status 200`` and ``grpc-status 12``, without ``content-type``: Go clients
+  (grpcurl, ghz, Kubernetes' gRPC probe) then read ``Unknown`` ("malformed header:
+  missing HTTP content-type") instead of ``Unimplemented``.  The method table
+  handed to each connection (:class:`_Methods`) answers such a path with a
+  handler that raises ``UNIMPLEMENTED``, which grpclib then sends as any status,
+  with ``content-type``.  The fix for grpclib itself is
+  ``docs/patches/grpclib-unimplemented-content-type.patch``.
+
 Three costs of a call are also cut here, below grpclib:
 
 * **HPACK.**  Each connection's h2 gets hpack's decoder and encoder with memory
@@ -45,9 +54,11 @@ Three costs of a call are also cut here, below grpclib:
   objects: 1.17x as many unary calls again.
 
 grpclib internals used (grpclib 0.4.9; tests/test_grpc_hardening.py covers each):
-``Server._mapping``, ``_codec``, ``_status_details_codec``, ``_handlers``,
-``_config``, ``_h2_config`` and ``__dispatch__`` (to build a connection as
-``Server._protocol_factory`` does), ``Handler._tasks`` and ``_cancelled``,
+``Server._mapping`` (which :class:`_Methods` wraps: grpclib's ``request_handler``
+only calls its ``get``; tests/test_grpc_reflection.py), ``_codec``,
+``_status_details_codec``, ``_handlers``, ``_config``, ``_h2_config`` and
+``__dispatch__`` (to build a connection as ``Server._protocol_factory`` does),
+``Handler._tasks`` and ``_cancelled``,
 ``EventsProcessor.streams``, ``Connection._connection`` (the h2 connection, to send
 a GOAWAY), and h2's ``H2Connection._closed_streams`` (a ``SizeLimitDict``).  h2's
 public ``H2Connection.decoder`` and ``encoder`` are replaced on ``connection_made``,
@@ -60,11 +71,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from grpclib.const import Cardinality, Status
+from grpclib.const import Handler as Method
+from grpclib.exceptions import GRPCError
 from grpclib.protocol import EventsProcessor, H2Protocol
 from grpclib.protocol import Stream as H2Stream
-from grpclib.server import Handler, Server
+from grpclib.server import Handler, Server, Stream
 
 from ..metrics import METRICS
 from .framing import LeanH2Connection
@@ -88,6 +103,26 @@ CLOSED_STREAMS_KEPT = 1024
 REFUSAL_LOG_EVERY = 60.0
 #: Bytes one socket read may take (asyncio's own limit for a plain ``Protocol``).
 READ_SIZE = 256 * 1024
+
+
+class _Methods(dict[str, Method]):
+    """A server's method table that answers every path it lacks with
+    :func:`_unimplemented` (see the module docstring)."""
+
+    def get(self, path: str, default: Any = None) -> Method:
+        method = super().get(path)
+        if method is not None:
+            return method
+        return Method(_unimplemented(path), Cardinality.UNARY_UNARY, object, object)
+
+
+def _unimplemented(path: str) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
+    message = f"Method not found: {path[:256]}"
+
+    async def refuse(stream: Stream[Any, Any]) -> None:
+        raise GRPCError(Status.UNIMPLEMENTED, message)
+
+    return refuse
 
 
 class _Refused(asyncio.Protocol):
@@ -272,6 +307,7 @@ class LimitedServer(Server):
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
         super().__init__(*args, **kwargs)
+        self._mapping = _Methods(self._mapping)
         self.idle_timeout = idle_timeout
         self.max_connections = max_connections
         #: The connections being served (refused ones are never in it).

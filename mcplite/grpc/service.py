@@ -11,7 +11,11 @@ once per list of tool definitions.
 
 Streaming.  Each :class:`~mcplite.envelope.Partial` becomes a ``ToolResponse`` with
 ``result = {"partial": value}`` and NO ``meta`` (spec A.4); the final ``Result`` is
-the one message with ``meta``.
+the one message with ``meta``.  What the tool reports of its progress
+(``ctx.report_progress``) comes between them as a message without ``meta`` too,
+``result = {"progress": p, "total": t, "message": m}`` (no ``partial`` key; spec
+5.3's "server-pushed updates").  A client that leaves mid-stream stops the tool;
+the call is logged ``CANCELLED ... client-gone`` and counted as ``disconnected``.
 
 Prompts.  With a :class:`~mcplite.prompts.Prompts` registry (``prompts=``) the
 service also answers ``GetPrompts`` (``PromptsList``: MCP's ``Prompt`` objects,
@@ -59,8 +63,10 @@ space as ``%20`` too (a header value must not start or end with whitespace).
 Serving.  :class:`GrpcServer` is what the CLI runs: ``start(host, port)``, ``port``,
 and a graceful ``shutdown(grace)``: new calls are refused with ``UNAVAILABLE``
 (which clients retry), calls in flight get ``grace`` seconds, then the rest are
-cancelled and the connections closed with a GOAWAY.  :func:`create_server` gives a
-bare grpclib ``Server`` for embedding.  Both are a
+cancelled and the connections closed with a GOAWAY; its health service says
+``NOT_SERVING`` from the start of that drain.  :func:`create_server` gives a
+bare grpclib ``Server`` for embedding.  Both serve, beside ``mcplite.MCPLite``,
+``grpc.health.v1.Health`` (:mod:`.health`) and server reflection (:mod:`.reflection`).  Both are a
 :class:`~.connections.LimitedServer`: a connection cap, an idle timeout, and no
 rapid-reset leak.
 
@@ -102,12 +108,13 @@ from .._version import __version__
 from ..auth import Auth
 from ..config import Config
 from ..context import Caller, RequestContext
+from ..dispatch import ToolStream
 from ..envelope import Result
 from ..errors import MCPLiteError, RateLimited, ShuttingDown, ToolNotFound
-from ..logs import ACCESS
+from ..logs import ACCESS, CLIENT_GONE
 from ..methods import prompt_methods
 from ..metrics import METRICS
-from ..outcomes import Partial
+from ..outcomes import Partial, ProgressUpdate
 from ..prompts import Prompts
 from ..protobuf import (
     CodecError,
@@ -118,10 +125,15 @@ from ..protobuf import (
     encode_struct,
     encode_tool_response,
     encode_tools_list,
+    icon_message,
 )
 from ..wire import DEFAULT_MAX_MESSAGE_SIZE, ERROR_DATA_KEY, RESPONSE_TYPE_CODES
 from ._proto import mcplite as generated
 from .connections import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LimitedServer
+from .health import HealthService
+from .messages import read_message
+from .reflection import SERVICE_NAMES as REFLECTION_NAMES
+from .reflection import ReflectionService
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -167,7 +179,12 @@ class DispatcherLike(Protocol):
     ) -> Result: ...
 
     def stream(
-        self, name: str, arguments: dict[str, Any] | None, context: RequestContext = ...
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        context: RequestContext = ...,
+        *,
+        progress: bool = ...,
     ) -> AsyncIterator[Partial | Result]: ...
 
 
@@ -293,7 +310,7 @@ class MCPLiteService:
             task = asyncio.current_task()
             assert task is not None
             self._active.add(task)
-            status, reason = "OK", None
+            status, reason, outcome = "OK", None, None
             try:
                 context = _context(stream)
                 auth = self._dispatcher.auth
@@ -312,27 +329,39 @@ class MCPLiteService:
             except asyncio.CancelledError:
                 status = "CANCELLED"
                 if not self._closing:
+                    if _deadline_passed(stream):
+                        status = "DEADLINE_EXCEEDED"  # what grpclib answers then
+                    else:
+                        outcome = CLIENT_GONE
                     raise
                 task.uncancel()
                 await _send_error(stream, ShuttingDown())
             finally:
                 self._active.discard(task)
                 status = getattr(stream, "_mcplite_status", status)
-                self._observe(stream, path, status, getattr(stream, "_mcplite_reason", reason), t0)
+                reason = getattr(stream, "_mcplite_reason", reason)
+                self._observe(stream, path, status, reason, t0, outcome)
 
         return run
 
     def _observe(
-        self, stream: Stream[Any, Any], path: str, status: str, reason: str | None, t0: float
+        self,
+        stream: Stream[Any, Any],
+        path: str,
+        status: str,
+        reason: str | None,
+        t0: float,
+        outcome: str | None = None,
     ) -> None:
-        """The metrics and the access line of an RPC."""
+        """The metrics and the access line of an RPC (``outcome``: ``client-gone``
+        when the client cancelled it or went away)."""
         if METRICS.on:
             METRICS.request("grpc", status, reason)
         if self._access_log:
             peer = stream.peer.addr()
             tool = getattr(stream, "_mcplite_tool", None)
             elapsed = (time.perf_counter() - t0) * 1000
-            ACCESS.write("grpc", "POST", path, tool, status, elapsed, peer)
+            ACCESS.write("grpc", "POST", path, tool, status, elapsed, peer, outcome)
 
     # --- handlers ---------------------------------------------------------------
 
@@ -373,23 +402,36 @@ class MCPLiteService:
         name, arguments = _decode_request(await self._recv_request(stream))
         stream._mcplite_tool = name  # type: ignore[attr-defined]  # for the access log
         parts: AsyncIterator[Partial | Result] | None = None
+        gone = False
         try:
-            parts = self._dispatcher.stream(name, arguments, context)
-            async for item in parts:
+            parts = self._dispatcher.stream(name, arguments, context, progress=True)
+            while True:
+                try:
+                    item = await _next_item(parts)
+                except StopAsyncIteration:
+                    break
                 if isinstance(item, Partial):
                     message = encode_tool_response({"partial": item.value}, None)
+                elif isinstance(item, ProgressUpdate):
+                    message = encode_tool_response(item.to_json(), None)
                 else:
                     message = encode_tool_response(item.body, response_meta(item))
                 await stream.send_message(RawMessage(message))
         except MCPLiteError as err:
             await _send_error(stream, err)
+        except asyncio.CancelledError:
+            gone = not self._closing and not _deadline_passed(stream)
+            raise
         except Exception:
             await self._send_unexpected(stream, "CallToolStream")
         finally:
             # Stop the tool when we stop early (error, cancellation, client gone).
-            aclose = getattr(parts, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            if isinstance(parts, ToolStream):
+                await parts.aclose(disconnected=gone)
+            else:
+                aclose = getattr(parts, "aclose", None)
+                if aclose is not None:
+                    await aclose()
 
     async def _get_prompts(self, stream: Stream[RawMessage, RawMessage], _: RequestContext) -> None:
         await self._recv_request(stream)  # Empty
@@ -442,32 +484,11 @@ class MCPLiteService:
     # --- helpers ----------------------------------------------------------------
 
     async def _recv_request(self, stream: Stream[RawMessage, RawMessage]) -> bytes:
-        """Read the one request message, refusing an oversized one by its prefix.
-
-        grpclib has no per-message limit and buffers a whole message before its
-        codec sees it, so this reads the gRPC length-prefixed framing itself from
-        grpclib's HTTP/2 stream (``Stream._stream``, grpclib 0.4.x) with the same
-        calls as ``grpclib.stream.recv_message``.  Raises GRPCError.
-        """
-        h2_stream = stream._stream
-        try:
-            prefix = await h2_stream.recv_data(5)
-            if len(prefix) != 5:
-                raise GRPCError(Status.INVALID_ARGUMENT, "missing request message")
-            if prefix[0]:
-                raise GRPCError(Status.UNIMPLEMENTED, "compressed messages are not supported")
-            size = int.from_bytes(prefix[1:], "big")
-            if size > self._max_message_size:
-                raise GRPCError(
-                    Status.RESOURCE_EXHAUSTED,
-                    f"request message is {size} bytes, more than the limit of "
-                    f"{self._max_message_size}",
-                )
-            data = await h2_stream.recv_data(size)
-        except AssertionError:  # grpclib's Buffer: the stream ended mid-message
-            raise GRPCError(Status.INVALID_ARGUMENT, "truncated request message") from None
-        if len(data) != size:
-            raise GRPCError(Status.INVALID_ARGUMENT, "truncated request message")
+        """Read the one request message, refusing an oversized one by its prefix
+        (:func:`~.messages.read_message`).  Raises GRPCError."""
+        data = await read_message(stream, self._max_message_size)
+        if data is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "missing request message")
         return data
 
     async def _send_unexpected(self, stream: Stream[RawMessage, RawMessage], method: str) -> None:
@@ -485,6 +506,23 @@ class MCPLiteService:
             "INTERNAL_ERROR",
             {"error_id": error_id},
         )
+
+
+async def _next_item(parts: AsyncIterator[Partial | Result]) -> Partial | ProgressUpdate | Result:
+    """A stream's next item, progress reports included (a ToolStream's ``next``
+    gives them; iterating it skips them).  Raises StopAsyncIteration at the end."""
+    if isinstance(parts, ToolStream):
+        item = await parts.next()
+        assert item is not None
+        return item
+    return await anext(parts)
+
+
+def _deadline_passed(stream: Stream[Any, Any]) -> bool:
+    """Whether the client's ``grpc-timeout`` has run out (grpclib then cancels the
+    handler, as it does when the client cancels or goes away)."""
+    deadline = stream.deadline
+    return deadline is not None and deadline.time_remaining() <= 0
 
 
 def _context(stream: Stream[Any, Any]) -> RequestContext:
@@ -521,6 +559,7 @@ def _prompt_message(definition: Mapping[str, Any]) -> generated.Prompt:
             )
             for a in definition.get("arguments", [])
         ],
+        icons=[icon_message(icon) for icon in definition.get("icons", ())],
     )
 
 
@@ -724,6 +763,7 @@ class GrpcServer:
             prompts=prompts,
             access_log=self.config.access_log,
         )
+        self.health, self._served = _assemble(self.service, self.config.grpc_max_message_size)
         self._server: LimitedServer | None = None
         self._host = "127.0.0.1"
         self._tls: ssl.SSLContext | None = None
@@ -742,7 +782,7 @@ class GrpcServer:
         Raises OSError when the address cannot be bound.
         """
         self._server = LimitedServer(
-            [self.service],
+            self._served,
             status_details_codec=ErrorDetailsCodec(),
             idle_timeout=self.config.grpc_idle_timeout,
             max_connections=self.config.grpc_max_connections,
@@ -785,7 +825,9 @@ class GrpcServer:
 
     async def drain(self, grace: float) -> None:
         """Refuse new calls (UNAVAILABLE), let calls in flight finish within ``grace``
-        seconds; open streams then get UNAVAILABLE "Server is shutting down"."""
+        seconds; open streams then get UNAVAILABLE "Server is shutting down".  The
+        health service says NOT_SERVING from the start of the drain."""
+        self.health.drain()
         if self._server is not None:
             await self.service.drain(grace)
 
@@ -793,6 +835,7 @@ class GrpcServer:
         """Close the listener and every connection (GOAWAY); cancel what is left."""
         if self._server is None:
             return
+        await self.health.close()  # health watches end with UNAVAILABLE
         self._server.close()  # and its connections
         # grpclib waits for the cancelled handlers; a tool deaf to cancellation
         # must not hold the shutdown forever.
@@ -812,7 +855,8 @@ def create_server(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     prompts: Prompts | None = None,
 ) -> Server:
-    """A grpclib Server with the MCPLite service and :class:`ErrorDetailsCodec`, whose
+    """A grpclib Server with the MCPLite service (and the health and reflection services,
+    :func:`_assemble`) and :class:`ErrorDetailsCodec`, whose
     ``close()`` also closes the clients' connections (grpclib's leaves them open), with
     a connection cap and an idle timeout (:class:`~.connections.LimitedServer`).
 
@@ -821,9 +865,25 @@ def create_server(
     """
     service = MCPLiteService(dispatcher, max_message_size=max_message_size, prompts=prompts)
     return LimitedServer(
-        [service],
+        _assemble(service, max_message_size)[1],
         status_details_codec=ErrorDetailsCodec(),
         config=config,
         idle_timeout=idle_timeout,
         max_connections=max_connections,
     )
+
+
+def _assemble(service: MCPLiteService, max_message_size: int) -> tuple[HealthService, list[Any]]:
+    """What a server serves: ``service`` and, beside it, the standard health service
+    (for ``""`` and ``service``'s name; returned too, for the lifecycle to drive)
+    and server reflection, which lists all three."""
+    names = _service_names(service)
+    health = HealthService(names, max_message_size=max_message_size)
+    listed = names | _service_names(health) | set(REFLECTION_NAMES)
+    reflection = ReflectionService(listed, max_message_size=max_message_size)
+    return health, [service, health, reflection]
+
+
+def _service_names(service: Any) -> set[str]:
+    """``{"mcplite.MCPLite"}`` of a service whose methods are ``/mcplite.MCPLite/...``."""
+    return {path.split("/")[1] for path in service.__mapping__()}

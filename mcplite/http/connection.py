@@ -23,7 +23,6 @@ import h11
 
 from ..context import Caller, RequestContext
 from ..dispatch import ToolStream
-from ..envelope import Result
 from ..errors import (
     Forbidden,
     InternalError,
@@ -36,12 +35,13 @@ from ..errors import (
     Unauthenticated,
 )
 from ..jsonrpc import JsonRpc, Reply, decode, encode
-from ..logs import ACCESS
+from ..logs import ACCESS, CLIENT_GONE
 from ..mcp.server import McpReply
 from ..metrics import METRICS
-from ..outcomes import Partial
-from ..runner import EAGER_TASKS, start_task
+from ..outcomes import Partial, ProgressUpdate
+from ..runner import EAGER_TASKS, abandon, start_task
 from . import sse
+from .cors import CorsPolicy
 from .cycle import ServerConnection
 
 if TYPE_CHECKING:
@@ -55,6 +55,13 @@ _LIST, _CALL, _MCP, _PROMPTS, _WELL_KNOWN = 1, 2, 3, 4, 5
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _JSON = [(b"content-type", b"application/json")]
+#: The status logged for a request whose client left before any answer (nginx's
+#: "client closed request"; see HttpConnection._log_cut_off).
+_CLIENT_CLOSED = 499
+#: The methods a CORS preflight is told a path takes (MCP's GET and DELETE are
+#: answered 405, which a browser shows the page only if the preflight let it ask).
+_CORS_METHODS = {_MCP: b"GET, POST, DELETE", _WELL_KNOWN: b"GET, HEAD"}
+_HEARTBEAT = sse.frame("heartbeat", "{}")
 # Unsent output above which a connection takes no further request (and reads
 # no more) until the client has read some: the bound of its memory.
 _HIGH_WATER = 64 * 1024
@@ -138,6 +145,10 @@ class HttpConnection(asyncio.Protocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._advancing = False
         self._streaming = False
+        self._stream: ToolStream | None = None  # the MCP-lite stream being answered
+        self._gone = False  # the client went away (FIN under a stream, or a reset)
+        # CORS headers of every answer to the request (CORS on, an allowed origin).
+        self._cors: tuple[tuple[bytes, bytes], ...] = ()
         self._linger_left = 0
         self._linger_timer: asyncio.TimerHandle | None = None
 
@@ -198,10 +209,13 @@ class HttpConnection(asyncio.Protocol):
             self._advance()
         elif self._streaming:
             # A stream's reader has gone: stop the tool now, not at the next heartbeat.
+            self._gone = True
             self.task.cancel()
         return True  # keep our half open: a half-closing client still gets its answer
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self._gone = True  # not closed by us: the client closed or reset it
         self.closed = True
         server = self.server
         server.connections.discard(self)
@@ -369,6 +383,9 @@ class HttpConnection(asyncio.Protocol):
         self.status, self.tool = 200, None
         path = request.target.split(b"?", 1)[0]
         route = self._route = self.server.routes.get(path, 0)
+        cors = self.server.cors
+        if cors is not None:
+            self._cors = cors.response_headers(headers.get(b"origin"))
         # The head limit: max_header_size bounds the request head as sent, from
         # the first byte of the request line through the blank line that ends
         # the head.  A head that arrives whole is measured here: head_size is
@@ -396,6 +413,8 @@ class HttpConnection(asyncio.Protocol):
         elif route == _MCP and not _host_checked(self.server, headers):
             # DNS rebinding: a page elsewhere must not reach a server on loopback.
             self._rejection = (403, "Forbidden: Host or Origin not allowed")
+        elif self._cors and request.method == b"OPTIONS" and self._preflight(route, headers):
+            pass  # a CORS preflight from an allowed origin: 204 once it is read (_on_end)
         elif route == _WELL_KNOWN:
             if request.method not in (b"GET", b"HEAD"):
                 self._rejection = (405, "Method not allowed: use GET")
@@ -416,12 +435,24 @@ class HttpConnection(asyncio.Protocol):
         if auth is not None and self._rejection is None and route != _WELL_KNOWN:
             self._authenticate(route, headers)
         if self.conn.they_are_waiting_for_100_continue:
-            if self._rejection is not None:
+            if self._rejection is not None and self._rejection[0] != 204:
                 # The client holds the body back for our word: refuse now, and close.
                 status, message = self._rejection
                 self._fail(status, message)
                 return
             self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+
+    def _preflight(self, route: int, headers: dict[bytes, bytes]) -> bool:
+        """A CORS preflight from an allowed origin: answered ``204`` with its
+        headers (no authentication: browsers send no credentials with one)."""
+        cors = self.server.cors
+        assert cors is not None
+        answer = cors.preflight(headers, _CORS_METHODS.get(route, b"POST"))
+        if answer is None:
+            return False  # not a preflight: an OPTIONS request, answered 405
+        self._cors = answer
+        self._rejection = (204, "")
+        return True
 
     def _authenticate(self, route: int, headers: dict[bytes, bytes]) -> None:
         """Who is calling (auth on): a refusal is answered once the body is read
@@ -488,7 +519,10 @@ class HttpConnection(asyncio.Protocol):
         if self._rejection is not None:
             status, message = self._rejection
             self.status = status
-            self._send_error(status, message, close=False)
+            if status == 204:
+                self._answer_preflight()
+            else:
+                self._send_error(status, message, close=False)
             self._finish()
             return
         chunks = self._chunks
@@ -525,6 +559,8 @@ class HttpConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             # The client left (FIN or reset) or the server is closing: this
             # connection has nobody to answer; close it so it cannot linger.
+            if self._request is not None:
+                self._log_cut_off()
             self.abort()
             raise
         except Exception as exc:
@@ -536,7 +572,7 @@ class HttpConnection(asyncio.Protocol):
         if not self._advancing:
             self._advance()  # pipelined requests waiting in h11's buffer
 
-    def _log(self) -> None:
+    def _log(self, outcome: str | None = None) -> None:
         request = self._request
         binding = "mcp" if self._route == _MCP else "http"
         if request is not None and METRICS.on:
@@ -551,7 +587,21 @@ class HttpConnection(asyncio.Protocol):
                 self.status,
                 (time.perf_counter() - self._t0) * 1000,
                 self._peer,
+                outcome,
             )
+
+    def _log_cut_off(self) -> None:
+        """The access line (and request count) of a request whose answer was cut
+        off: its status as sent (499 if nothing was), and why, when the answer
+        was not complete: ``client-gone``, or ``cancelled`` (the server's doing)."""
+        state = self.conn.our_state
+        outcome = None
+        if state is not h11.DONE and state is not h11.MUST_CLOSE:
+            outcome = CLIENT_GONE if self._gone else "cancelled"
+            if state is h11.SEND_RESPONSE:
+                self.status = _CLIENT_CLOSED
+        self._log(outcome)
+        self._request = None
 
     def _finish(self) -> None:
         """The response is out: log it, then start the next cycle or close."""
@@ -584,8 +634,12 @@ class HttpConnection(asyncio.Protocol):
 
     def cut_short(self) -> None:
         """The grace period is over: answer a call still running ``503`` now, and
-        stop it.  (A stream, whose head is out, is told by ``streams_closing``.)"""
+        stop it.  An MCP-lite stream, whose head is out, ends with an ``error``
+        event (see :meth:`_answer_stream`)."""
         task = self.task
+        if self._stream is not None:
+            self._stream.interrupt(ShuttingDown())
+            return
         if task is None or task.done() or self._streaming or self.closed:
             return
         if self.conn.our_state is h11.SEND_RESPONSE:
@@ -723,7 +777,7 @@ class HttpConnection(asyncio.Protocol):
                 self._mcp_reply(call.result())  # it said nothing first: plain JSON
                 return
             self._streaming = True
-            self._write(self.conn.send(h11.Response(status_code=200, headers=sse.HEADERS)))
+            self._start_sse()
             while True:
                 while pending:
                     await self._write_event(sse.frame_json("message", pending.pop(0)))
@@ -748,8 +802,7 @@ class HttpConnection(asyncio.Protocol):
             pending.clear()
             self._streaming = False
             wake.set()  # ends the first waiter if it is still there
-            if not call.done():
-                call.cancel()  # the client left: stop the tool
+            abandon(call)  # the client left: stop the tool (and read how it ends)
 
     def _admitted(self, context: RequestContext, message: Any) -> bool:
         """Whether auth lets this anonymous request through."""
@@ -804,62 +857,56 @@ class HttpConnection(asyncio.Protocol):
             self._reply(reply)
             return
         self.tool = reply.tool
-        stream = reply.stream
+        stream = self._stream = reply.stream
+        if self.server.streams_closing.is_set():  # started after the grace period ended
+            stream.interrupt(ShuttingDown())
         self._streaming = True
         try:
             await self._pump(stream)
         finally:
             self._streaming = False
-            await stream.aclose()
+            self._stream = None
+            await stream.aclose(disconnected=self._gone)
 
     async def _pump(self, stream: ToolStream) -> None:
-        conn = self.conn
-        self._write(conn.send(h11.Response(status_code=200, headers=sse.HEADERS, reason=b"OK")))
+        """The stream's items as SSE events: ``message`` (a part), ``progress``,
+        ``heartbeat`` while the tool is silent, then ``done`` or ``error``."""
+        self._start_sse()
         heartbeat = self.config.heartbeat
-        closing_wait = self.loop.create_task(self.server.streams_closing.wait())
-        next_item: asyncio.Task[Partial | Result | None] | None = None
-        try:
-            while True:
-                next_item = self.loop.create_task(stream.next())
-                while True:
-                    done, _ = await asyncio.wait(
-                        (next_item, closing_wait),
-                        timeout=heartbeat,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                    if done:
-                        break
-                    await self._write_event(sse.frame("heartbeat", "{}"))
-                if next_item not in done:
-                    await self._write_event(sse.frame_json("error", ShuttingDown().to_jsonrpc()))
-                    break
-                try:
-                    item = next_item.result()
-                except StopAsyncIteration:
-                    break
-                except MCPLiteError as exc:
-                    await self._write_event(sse.frame_json("error", exc.to_jsonrpc()))
-                    break
-                assert item is not None
-                is_part = isinstance(item, Partial)
-                try:
-                    if isinstance(item, Partial):
-                        frame = sse.frame_json("message", {"partial": item.value})
-                    else:
-                        frame = sse.frame_json("done", item.to_json())
-                except (TypeError, ValueError) as exc:
-                    what = "part" if is_part else "result"
-                    error = self.server.dispatcher.not_json(stream.tool.name, exc, what)
-                    frame = sse.frame_json("error", error.to_jsonrpc())
-                    is_part = False
-                await self._write_event(frame)
-                if not is_part:
-                    break
-        finally:
-            closing_wait.cancel()
-            if next_item is not None and not next_item.done():
-                next_item.cancel()  # the client left or we are closing: leave no task behind
-        self._write(conn.send(h11.EndOfMessage()))
+        while True:
+            try:
+                item = await stream.next(heartbeat)
+            except StopAsyncIteration:
+                break
+            except MCPLiteError as exc:
+                await self._write_event(sse.frame_json("error", exc.to_jsonrpc()))
+                break
+            if item is None:
+                await self._write_event(_HEARTBEAT)
+                continue
+            if isinstance(item, ProgressUpdate):
+                await self._write_event(sse.frame_json("progress", item.to_json()))
+                continue
+            is_part = isinstance(item, Partial)
+            try:
+                if isinstance(item, Partial):
+                    frame = sse.frame_json("message", {"partial": item.value})
+                else:
+                    frame = sse.frame_json("done", item.to_json())
+            except (TypeError, ValueError) as exc:
+                what = "part" if is_part else "result"
+                error = self.server.dispatcher.not_json(stream.tool.name, exc, what)
+                frame = sse.frame_json("error", error.to_jsonrpc())
+                is_part = False
+            await self._write_event(frame)
+            if not is_part:
+                break
+        self._write(self.conn.send(h11.EndOfMessage()))
+
+    def _start_sse(self) -> None:
+        """The head of an SSE answer (with the CORS headers of the request)."""
+        headers = [*sse.HEADERS, *self._cors] if self._cors else sse.HEADERS
+        self._write(self.conn.send(h11.Response(status_code=200, headers=headers, reason=b"OK")))
 
     async def _write_event(self, frame: bytes) -> None:
         self._write(self.conn.send(h11.Data(data=frame)))
@@ -885,6 +932,8 @@ class HttpConnection(asyncio.Protocol):
         *,
         head_only: bool = False,
     ) -> None:
+        if self._cors:
+            headers = [*headers, *self._cors]
         conn = self.conn
         request = self._request
         if (
@@ -914,6 +963,8 @@ class HttpConnection(asyncio.Protocol):
         conn = self.conn
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE) or self.closed:
             return
+        if self._request is None:
+            self._cors = ()  # an error before a request's head: no origin to answer
         headers = [*_JSON]
         if status == 405:
             headers.append((b"allow", b"GET, HEAD" if self._route == _WELL_KNOWN else b"POST"))
@@ -936,6 +987,17 @@ class HttpConnection(asyncio.Protocol):
             self._send(status, headers, _error_body(status, message), head_only=head_only)
         except h11.LocalProtocolError:
             self.abort()
+
+    def _answer_preflight(self) -> None:
+        """``204`` with the CORS headers :meth:`_preflight` chose (no body, so no
+        Content-Length: RFC 9110 section 8.6)."""
+        headers = list(self._cors)
+        if self.server.draining:
+            headers.append((b"connection", b"close"))
+        conn = self.conn
+        out = conn.send(h11.Response(status_code=204, headers=headers, reason=b"No Content"))
+        out += conn.send(h11.EndOfMessage())
+        self._write(out)
 
     def _challenge(self, status: int, scopes: tuple[str, ...]) -> tuple[bytes, bytes]:
         """``WWW-Authenticate`` of a 401 or 403: where the resource metadata is
@@ -1011,8 +1073,11 @@ def _host_name(value: str) -> str:
     return value.split(":", 1)[0]
 
 
-def _host_allowed(headers: Mapping[bytes, bytes], allowed: frozenset[str] | None) -> bool:
-    """Whether Host, and Origin when sent, name this server (DNS rebinding)."""
+def _host_allowed(
+    headers: Mapping[bytes, bytes], allowed: frozenset[str] | None, cors: CorsPolicy | None = None
+) -> bool:
+    """Whether Host, and Origin when sent, name this server (DNS rebinding); an
+    Origin CORS allows passes too (the Host check is what stops a rebinding)."""
     if allowed is None:
         return True
     host = headers.get(b"host", b"").decode("latin-1").strip().lower()
@@ -1020,6 +1085,8 @@ def _host_allowed(headers: Mapping[bytes, bytes], allowed: frozenset[str] | None
         return False
     origin = headers.get(b"origin")
     if origin is None:
+        return True
+    if cors is not None and cors.allows(origin):
         return True
     parts = urlsplit(origin.decode("latin-1").strip().lower())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -1040,7 +1107,7 @@ def _host_checked(server: HttpServer, headers: Mapping[bytes, bytes]) -> bool:
     if allowed is None:
         return True
     if b"origin" in headers:
-        return _host_allowed(headers, allowed)
+        return _host_allowed(headers, allowed, server.cors)
     key = (allowed, headers.get(b"host"))
     known = server.host_checks.get(key)
     if known is None:

@@ -7,6 +7,10 @@ Endpoints under the base path (default ``/mcp-lite/v1``), POST only:
   SSE stream when the request says ``Accept: text/event-stream`` (spec 4.3, A.4);
 - ``/prompts``, when the server has prompts: ``{"prompts": [...]}`` (spec 8.1).
 
+With ``cors_allow_origins``, pages of those origins may call every endpoint from
+a browser: preflights are answered and answers carry the CORS headers
+(:mod:`mcplite.http.cors`).
+
 With OAuth on, ``GET /.well-known/oauth-protected-resource`` (and the same
 followed by the MCP path or the base path, RFC 9728 section 3.1) serves the
 Protected Resource Metadata that 401 answers point to.
@@ -38,6 +42,7 @@ from ..methods import mcplite_methods
 from ..prompts import Prompts
 from ..resources import Resources
 from .connection import _CALL, _LIST, _MCP, _PROMPTS, _WELL_KNOWN, HttpConnection
+from .cors import CorsPolicy
 
 __all__ = ["HttpServer"]
 
@@ -93,6 +98,8 @@ class HttpServer:
             if config.mcp_allowed_hosts is not None
             else None
         )
+        #: CORS for browsers on other origins (None: off); see mcplite.http.cors.
+        self.cors = CorsPolicy(config.cors_allow_origins) if config.cors_allow_origins else None
         self._tools_body = encode({"tools": dispatcher.tool_definitions()})
         self._tools_version = dispatcher.version
         self.connections: set[HttpConnection] = set()

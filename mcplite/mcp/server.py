@@ -833,7 +833,8 @@ class McpServer:
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidParams("Invalid params: params.arguments must be an object")
         try:
-            # redeem and cancel are MCP-lite's: MCP has tasks, and never lists them.
+            # redeem and cancel are MCP-lite's: MCP has tasks, never lists them, and
+            # so never suggests them.
             tool = self.dispatcher.tool(name, request.context, system=False)
         except ToolNotFound as exc:
             # On MCP an unknown tool is invalid params (-32602), as the official server says.
