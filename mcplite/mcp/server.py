@@ -623,14 +623,8 @@ class McpServer:
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidParams("Invalid params: params.arguments must be an object")
-        context = request.context
         owner = f"prompt:{name}"  # a tool's requestState never reaches a prompt
-        if "requestState" in params:
-            state, asked, _ = self._open_state(owner, params["requestState"], context)
-            responses = check_answers(context.input_responses, asked)
-            context = dataclasses.replace(context, request_state=state, input_responses=responses)
-        elif context.input_responses is not None:
-            check_answers(context.input_responses, None)
+        context, _ = self._answered_round(owner, params, request.context)
         rendered = await prompt.render(arguments, context)
         if request.modern:
             if isinstance(rendered, InputRequired):
@@ -853,16 +847,7 @@ class McpServer:
                     protocol.check_param_headers(
                         request.headers, params_with_headers, arguments or {}
                     )
-        context = request.context
-        merge = False
-        if "requestState" in params:
-            state, asked, merge = self._open_state(name, params["requestState"], context)
-            responses = check_answers(context.input_responses, asked)
-            context = dataclasses.replace(context, request_state=state, input_responses=responses)
-        elif context.input_responses is not None:
-            # No round was asked for: the answers reach the tool as they are (it may
-            # read them itself), checked for shape, but never become arguments.
-            check_answers(context.input_responses, None)
+        context, merge = self._answered_round(name, params, request.context)
         try:
             if not merge:  # the common call: nothing elicited to apply
                 result = await self.dispatcher.call(name, arguments, context)
@@ -917,6 +902,25 @@ class McpServer:
             if isinstance(arguments, Result):
                 return arguments
         return await self.dispatcher.call(name, arguments, context)
+
+    def _answered_round(
+        self, owner: str, params: Mapping[str, Any], context: RequestContext
+    ) -> tuple[RequestContext, bool]:
+        """The context of a call that may answer a round of input requests, and
+        whether that round was an elicitation to merge into the arguments.  With a
+        ``requestState``: only the answers that round asked for, checked.  Without
+        one, no round was asked for: the answers reach the tool as they are (it
+        may read them itself), checked for shape, but never become arguments."""
+        if "requestState" not in params:
+            if context.input_responses is not None:
+                check_answers(context.input_responses, None)
+            return context, False
+        state, asked, merge = self._open_state(owner, params["requestState"], context)
+        responses = check_answers(context.input_responses, asked)
+        return (
+            dataclasses.replace(context, request_state=state, input_responses=responses),
+            merge,
+        )
 
     def _open_state(
         self, owner: str, sealed: Any, context: RequestContext
