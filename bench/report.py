@@ -68,7 +68,7 @@ def _within_us(bound: float | None) -> Callable[[float], bool]:
 
 
 def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each target of the issue with its measured value and whether it is met."""
+    """Each of the project's targets with its measured value and whether it is met."""
     checks: list[dict[str, Any]] = []
     http = results.get("http", {})
     for conns in http.get("conns", []):
@@ -94,7 +94,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for conns in http.get("conns", []):
         mcp = _figure(http, "mcplite:mcp2026", conns, "rps")
         for label, other, wanted in (
-            ("the MCP-lite endpoint", "mcplite", 0.9),  # issue 16 (issue 12: 0.85)
+            ("the MCP-lite endpoint", "mcplite", 0.9),
             ("MCP SDK 2026 stateless", "mcp_sdk:mcp2026", 6.0),
             ("MCP SDK 2025 JSON mode", "mcp_sdk", 15.0),
         ):
@@ -107,7 +107,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     _at_least(wanted),
                 )
             )
-    for conns in http.get("conns", []):  # issue 16: at 50 connections and at 1
+    for conns in http.get("conns", []):  # at 50 connections and at 1
         ours = _figure(http, "mcplite", conns, "p99_us")
         theirs = _figure(http, "bare_h11", conns, "p99_us")
         checks.append(
@@ -127,7 +127,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"gRPC CallTool req/s vs grpcio @{conns} conns",
                 _ratio(rps, _figure(unary, "grpcio", conns, "rps")),
                 "x",
-                ">= 1.2x",  # issue 16 (issue 9: 1.0x)
+                ">= 1.2x",
                 lambda v: v >= 1.2,
             )
         )

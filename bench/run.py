@@ -262,7 +262,7 @@ class Bench:
                 ports.append(grpc_port)
             else:
                 argv.append("--no-grpc")
-            # The access log stays on (the default, and what issue 16 measures):
+            # The access log stays on (the default, and what the targets are measured with):
             # its lines go to the server's log file, like any deployment's.
             argv += extra
             server = self.new_server(name, argv, ports)

@@ -48,7 +48,7 @@ Three costs of a call are also cut here, below grpclib:
   bytes.  Our connections are ``BufferedProtocol`` objects reading into one buffer of
   their server's, copied out before the loop reads the next socket (a server's
   connections all run on its loop's one thread).  Together with the HPACK
-  memory, unary calls went from 0.95x to 1.11-1.19x grpcio's (docs/benchmarks.md).
+  memory, unary calls went from 0.95x to 1.11-1.18x grpcio's (CHANGELOG.md).
 * **Frames.**  Each connection's h2 writes a response's plain HEADERS and DATA
   frames itself (:mod:`.framing`), without building and serializing frame
   objects: 1.17x as many unary calls again.
