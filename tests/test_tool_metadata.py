@@ -251,6 +251,22 @@ async def test_mcplites_client_reads_the_same_listing_over_http_and_grpc(
         assert {t["name"]: t for t in over_grpc}["delete"]["icons"] == [ICON, DARK]
 
 
+async def test_mcplites_client_tool_info_has_title_annotations_and_icons(served: Served) -> None:
+    for url in (
+        f"http://127.0.0.1:{served.port}/mcp-lite/v1",
+        f"grpc://127.0.0.1:{served.grpc.port}",
+    ):
+        async with Client(url, timeout=WAIT) as client:
+            infos = {info.name: info for info in await client.list_tools()}
+        delete, plain = infos["delete"], infos["plain"]
+        assert (delete.title, delete.annotations, delete.icons) == (
+            "Delete a file",
+            ANNOTATIONS,
+            [ICON, DARK],
+        ), url
+        assert (plain.title, plain.annotations, plain.icons) == (None, {}, []), url
+
+
 # --- declarations are checked when they are made ---------------------------------------------
 
 

@@ -100,17 +100,31 @@ class ToolInfo:
     type: str | None
     description: str
     input_schema: dict[str, Any] = field(default_factory=dict)
+    #: What a host shows: MCP's ``title``, ``annotations`` (``readOnlyHint``, ...)
+    #: and ``icons`` (``{"src", "mimeType"?, "sizes"?, "theme"?}``), when declared.
+    title: str | None = None
+    annotations: dict[str, Any] = field(default_factory=dict)
+    icons: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_definition(cls, definition: Mapping[str, Any]) -> ToolInfo:
-        """From a discovery entry: ``{"name", "@type"?, "description", "inputSchema"}``."""
+        """From a discovery entry: ``{"name", "@type"?, "description", "inputSchema",
+        "title"?, "annotations"?, "icons"?}``."""
         kind = definition.get("@type") or definition.get("type")
         schema = definition.get("inputSchema")
+        title = definition.get("title")
+        annotations = definition.get("annotations")
+        icons = definition.get("icons")
         return cls(
             name=str(definition.get("name", "")),
             type=str(kind) if kind else None,
             description=str(definition.get("description") or ""),
             input_schema=dict(schema) if isinstance(schema, Mapping) else {},
+            title=title if isinstance(title, str) else None,
+            annotations=dict(annotations) if isinstance(annotations, Mapping) else {},
+            icons=[dict(i) for i in icons if isinstance(i, Mapping)]
+            if isinstance(icons, list)
+            else [],
         )
 
 
