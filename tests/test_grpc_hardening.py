@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import itertools
 import json
 import os
 import queue
@@ -556,12 +557,17 @@ def test_rapid_resets_do_not_grow_the_server_process() -> None:
         client = RawH2(server.grpc_port)
         try:
             rapid_resets(client, 2 * RESETS)  # warm up: allocator pools, h2 tables
-            before = proc_status(server, "VmRSS")
-            rapid_resets(client, RESETS)
-            grown = proc_status(server, "VmRSS") - before
+            rss = [proc_status(server, "VmRSS")]
+            for _ in range(3):
+                rapid_resets(client, RESETS)
+                rss.append(proc_status(server, "VmRSS"))
         finally:
             client.close()
-    assert grown < 1024, f"RSS grew {grown} kB over {RESETS} HEADERS+RST_STREAM pairs"
+    # A leak grows the process in every window.  The allocator also steps once, at a
+    # random moment, by about 6 MB (a heap grown or trimmed: the RSS of fresh servers
+    # varies by as much before any call); that step lands in one window at most.
+    grown = sorted(after - before for before, after in itertools.pairwise(rss))
+    assert grown[1] < 1024, f"RSS grew {grown} kB over windows of {RESETS} HEADERS+RST_STREAM"
 
 
 def test_only_the_caps_of_the_served_bindings_are_fitted_to_the_fd_limit() -> None:
