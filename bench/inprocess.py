@@ -14,7 +14,7 @@ What is timed (each figure is microseconds per call):
 - ``json_baseline``: stdlib ``json.loads`` of the same request plus ``json.dumps``
   of the same response; the target is mcplite's echo <= baseline + 5 us.
 - ``promise_token``: ``TokenSealer.seal`` + ``.open`` of one token.
-- ``grpc_codec``: ``mcplite.protobuf`` decode of a ``ToolRequest`` plus encode of
+- ``grpc_codec``: ``mcplite.protocols.protobuf`` decode of a ``ToolRequest`` plus encode of
   the ``ToolResponse`` for one echo call, next to the same work done with
   protobuf (upb, what grpcio users run) and with naive betterproto.
 
@@ -134,7 +134,7 @@ def stand_in_tools() -> tuple[Any, str]:
         return demo.tools, "mcplite.demo:tools"
     except Exception as exc:  # missing, half-written or broken: use stand-ins
         demo_error = f"{type(exc).__name__}: {exc}"
-    from mcplite.tools import Tools
+    from mcplite.core.tools import Tools
 
     tools = Tools()
 
@@ -186,8 +186,8 @@ def echo_argument(definitions: list[dict[str, Any]]) -> str:
 
 async def time_dispatcher(timer: Timer, out: dict[str, Any], stubs: str | None) -> None:
     try:
-        from mcplite.config import Config
-        from mcplite.dispatch import Dispatcher
+        from mcplite.core.config import Config
+        from mcplite.core.dispatch import Dispatcher
 
         tools, source = stand_in_tools()
     except Exception as exc:
@@ -207,7 +207,7 @@ async def time_dispatcher(timer: Timer, out: dict[str, Any], stubs: str | None) 
         out["entry"] = "Dispatcher.handle_jsonrpc"
     else:
         try:
-            from mcplite.jsonrpc import JsonRpc
+            from mcplite.protocols.jsonrpc import JsonRpc
         except ImportError as exc:
             out["echo"] = out["search_documents"] = na(f"no JSON-RPC entry point: {exc}")
             return
@@ -220,8 +220,8 @@ async def time_dispatcher(timer: Timer, out: dict[str, Any], stubs: str | None) 
         out["entry"] = "JsonRpc(dispatcher).handle (Dispatcher.handle_jsonrpc missing)"
 
     try:
-        from mcplite.jsonrpc import decode as decode_json
-        from mcplite.jsonrpc import encode as encode_json
+        from mcplite.protocols.jsonrpc import decode as decode_json
+        from mcplite.protocols.jsonrpc import encode as encode_json
     except ImportError:
 
         def decode_json(body: bytes) -> Any:
@@ -326,9 +326,9 @@ def time_json_baseline(timer: Timer, out: dict[str, Any]) -> None:
 
 def time_promise_tokens(timer: Timer, out: dict[str, Any]) -> None:
     try:
-        from mcplite.tokens import TokenSealer
+        from mcplite.core.tokens import TokenSealer
     except ImportError as exc:
-        out["promise_token"] = na(f"mcplite.tokens.TokenSealer missing: {exc}")
+        out["promise_token"] = na(f"mcplite.core.tokens.TokenSealer missing: {exc}")
         return
     try:
         sealer = TokenSealer(os.urandom(32))
@@ -356,7 +356,7 @@ def time_promise_tokens(timer: Timer, out: dict[str, Any]) -> None:
 
 def _grpc_request_bytes(stubs: str | None, arg: str) -> bytes | None:
     try:
-        from mcplite.protobuf import encode_tool_request
+        from mcplite.protocols.protobuf import encode_tool_request
 
         return bytes(encode_tool_request("echo", {arg: ECHO_TEXT}))
     except ImportError:
@@ -417,9 +417,9 @@ async def time_grpc_codec(
 ) -> None:
     """mcplite's codec for one echo call; with the dispatcher in between when there is one."""
     try:
-        from mcplite import protobuf as codec
+        from mcplite.protocols import protobuf as codec
     except ImportError as exc:
-        out["mcplite"] = na(f"mcplite.protobuf missing: {exc}")
+        out["mcplite"] = na(f"mcplite.protocols.protobuf missing: {exc}")
         return
     decode = getattr(codec, "decode_tool_request", None)
     encode = getattr(codec, "encode_tool_response", None)
@@ -434,18 +434,18 @@ async def time_grpc_codec(
         if dispatcher is not None:
             result = await dispatcher.call(name, arguments)
         else:
-            from mcplite.envelope import to_result
+            from mcplite.core.envelope import to_result
 
             result = to_result(arguments[arg], time.time(), 0.004)
         params = list(inspect.signature(encode).parameters)
 
         response_meta: Callable[[Any], Any] | None = None
         try:  # the service's own Result -> ResponseMeta mapping, when it exists
-            service = importlib.import_module("mcplite.grpc.service")
+            service = importlib.import_module("mcplite.bindings.grpc.service")
             response_meta = getattr(service, "response_meta", None)
         except Exception:
             response_meta = None
-        meta_source = "mcplite.grpc.service.response_meta" if response_meta else "bench"
+        meta_source = "mcplite.bindings.grpc.service.response_meta" if response_meta else "bench"
 
         def meta_of(res: Any) -> Any:
             if response_meta is not None:

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .authorize import AllowAll, Policy
-    from .config import Config
-    from .context import Caller, RequestContext
-    from .dispatch import Dispatcher, ToolStream
-    from .envelope import Result
-    from .errors import (
+    from .core import content
+    from .core.authorize import AllowAll, Policy
+    from .core.config import Config
+    from .core.context import Caller, RequestContext
+    from .core.dispatch import Dispatcher, ToolStream
+    from .core.envelope import Result
+    from .core.errors import (
         ExpiredToken,
         InternalError,
         InvalidParams,
@@ -37,9 +38,9 @@ if TYPE_CHECKING:
         ToolNotFound,
         UnknownPromise,
     )
-    from .hints import Field
-    from .metadata import Icon, TaskSupport, ToolAnnotations
-    from .outcomes import (
+    from .core.hints import Field
+    from .core.metadata import Icon, TaskSupport, ToolAnnotations
+    from .core.outcomes import (
         Answer,
         Elicitation,
         Failure,
@@ -50,10 +51,10 @@ if TYPE_CHECKING:
         Promised,
         ResponseType,
     )
-    from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
-    from .prompts import Message, Prompt, Prompts
-    from .resources import Resource, ResourceNotFound, Resources, ResourceTemplate
-    from .tools import ALWAYS, NEVER, Context, Tool, Tools
+    from .core.promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
+    from .core.prompts import Message, Prompt, Prompts
+    from .core.resources import Resource, ResourceNotFound, Resources, ResourceTemplate
+    from .core.tools import ALWAYS, NEVER, Context, Tool, Tools
 
 # Names load on first use (PEP 562), so that ``import mcplite.client`` does not
 # pull in the server: the package root imports nothing but the version.
@@ -110,12 +111,17 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "content":  # the module of content-block helpers: content.text(...)
+        from .core import content
+
+        globals()[name] = content
+        return content
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'mcplite' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    value = getattr(importlib.import_module(f".core.{home}", __name__), name)
     globals()[name] = value
     return value
 
@@ -170,6 +176,7 @@ __all__ = [
     "Tools",
     "UnknownPromise",
     "__version__",
+    "content",
 ]
 
 

@@ -22,19 +22,12 @@ import secrets
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from .client import (
-    BaseClient,
-    Partial,
-    ProgressUpdate,
-    RequestTimeout,
-    RPCError,
-    error_from_object,
-)
-from .config import Config
-from .dispatch import Dispatcher
-from .errors import MCPLiteError
-from .jsonrpc import decode, encode
-from .tools import Tool, Tools
+from .client import BaseClient, Partial, ProgressUpdate, RequestTimeout, RPCError, error_from_object
+from .core.config import Config
+from .core.dispatch import Dispatcher
+from .core.errors import MCPLiteError
+from .core.tools import Tool, Tools
+from .protocols.jsonrpc import decode, encode
 
 __all__ = ["DispatcherTransport", "InMemoryClient"]
 

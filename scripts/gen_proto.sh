@@ -1,18 +1,18 @@
 #!/bin/sh
-# Regenerate the committed code in mcplite/grpc/_proto/ from the files under proto/:
+# Regenerate the committed code in mcplite/protocols/_proto/ from the files under proto/:
 # betterproto classes of proto/mcplite.proto and of the standard health and
 # reflection protos (proto/grpc/...), and descriptors.py, every file's serialized
 # FileDescriptorProto with its imports (what server reflection sends; written by
 # scripts/gen_descriptors.py from protoc's descriptor set).
 # Run from anywhere; uses the project's venv when present.
 # Needs grpcio-tools and betterproto[compiler]==2.0.0b7 (both in the test extra).
-# mcplite/protobuf.py takes its field numbers from this code at import.
+# mcplite/protocols/protobuf.py takes its field numbers from this code at import.
 # OUT=DIR writes elsewhere (tests/test_grpc_codec.py compares a fresh copy).
 set -eu
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON=python3
-OUT="${OUT:-mcplite/grpc/_proto}"
+OUT="${OUT:-mcplite/protocols/_proto}"
 PROTOS="proto/mcplite.proto proto/grpc/health/v1/health.proto
 proto/grpc/reflection/v1/reflection.proto proto/grpc/reflection/v1alpha/reflection.proto"
 rm -rf "$OUT"

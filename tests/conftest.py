@@ -34,9 +34,9 @@ from typing import Any
 import pytest
 
 from mcplite import Config, Dispatcher, PromiseRecord, PromiseStore, Result, Tools
-from mcplite.errors import MCPLiteError
-from mcplite.http import HttpServer
-from mcplite.promises import CancelListener
+from mcplite.bindings.http import HttpServer
+from mcplite.core.errors import MCPLiteError
+from mcplite.core.promises import CancelListener
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "/mcp-lite/v1"
@@ -205,7 +205,7 @@ def start_server(
         await http.start("127.0.0.1", 0)
         grpc_server = None
         if grpc:
-            from mcplite.grpc.service import GrpcServer
+            from mcplite.bindings.grpc.service import GrpcServer
 
             grpc_server = GrpcServer(dispatcher, config)
             await grpc_server.start("127.0.0.1", 0)

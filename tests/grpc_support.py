@@ -159,8 +159,8 @@ def protos() -> dict[str, Protos]:
 async def served(dispatcher: Any) -> AsyncIterator[tuple[Any, grpc.aio.Channel]]:
     """``dispatcher``'s gRPC server on an ephemeral 127.0.0.1 port, and a
     ``grpc.aio`` channel to it (no proxy); closed, and the dispatcher too, after."""
-    from mcplite.grpc import create_server
-    from mcplite.grpc.connections import LimitedServer
+    from mcplite.bindings.grpc import create_server
+    from mcplite.bindings.grpc.connections import LimitedServer
 
     server = create_server(dispatcher)
     assert isinstance(server, LimitedServer)

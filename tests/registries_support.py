@@ -19,8 +19,8 @@ from grpc_support import Protos, protos
 from test_mcp_http import modern_headers, modern_message, post_to
 
 from mcplite import Config, Prompts, Resources, Tools
-from mcplite.grpc.service import GrpcServer
-from mcplite.http.server import HttpServer
+from mcplite.bindings.grpc.service import GrpcServer
+from mcplite.bindings.http.server import HttpServer
 
 
 @dataclass

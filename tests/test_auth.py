@@ -62,11 +62,11 @@ from oauth_support import LocalIssuer, new_rsa_key
 from test_mcp_http import LEGACY, WITH_TASKS, modern_headers, modern_message
 
 from mcplite import Config, Dispatcher
-from mcplite.grpc.service import GrpcServer
-from mcplite.http import HttpServer
-from mcplite.mcp.protocol import NAME_PARAMS
-from mcplite.serve import start_auth
-from mcplite.wire import ERROR_DATA_KEY
+from mcplite.bindings.grpc.service import GrpcServer
+from mcplite.bindings.http import HttpServer
+from mcplite.core.wire import ERROR_DATA_KEY
+from mcplite.ops.serve import start_auth
+from mcplite.protocols.mcp.protocol import NAME_PARAMS
 
 ALICE = "alice-" + secrets.token_urlsafe(24)  # no scope
 BOB = "bob-" + secrets.token_urlsafe(24)  # no scope

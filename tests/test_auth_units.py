@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from mcplite.auth import Auth, RateLimiter, StaticTokens, auth_from_config, load_token_file
-from mcplite.config import Config
-from mcplite.context import Caller, RequestContext
-from mcplite.errors import ExpiredToken, InvalidToken, RateLimited, Unauthenticated
-from mcplite.tokens import TokenSealer
+from mcplite.core.config import Config
+from mcplite.core.context import Caller, RequestContext
+from mcplite.core.errors import ExpiredToken, InvalidToken, RateLimited, Unauthenticated
+from mcplite.core.tokens import TokenSealer
 
 GOOD = "tok-aaaaaaaaaaaaaaaaaaaa"
 ADMIN = "tok-bbbbbbbbbbbbbbbbbbbb"

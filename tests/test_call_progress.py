@@ -42,7 +42,7 @@ from conftest import (
 
 from mcplite import PromiseRecord, Tools
 from mcplite.client.progress import PromiseProgress, render
-from mcplite.tools import ALWAYS, Context
+from mcplite.core.tools import ALWAYS, Context
 
 ROOT = Path(__file__).resolve().parent.parent
 CALL = [sys.executable, "-m", "mcplite", "call"]

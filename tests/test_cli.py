@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from conftest import PROCESS_WAIT, ROOT, call_message, serve_process, subprocess_env
 
-from mcplite.cli import build_parser
+from mcplite.ops.cli import build_parser
 
 SECRET = "test-secret-0123456789abcdef"
 WAIT = PROCESS_WAIT  # upper bound of every wait on a subprocess, in seconds

@@ -1,6 +1,6 @@
 """``mcplite tools`` and ``mcplite call``, run as subprocesses against demo servers.
 
-The command is ``python -m mcplite`` once mcplite/cli.py has the client
+The command is ``python -m mcplite`` once mcplite/ops/cli.py has the client
 subcommands, else ``python -m mcplite.client.cli`` (the same parser and code).
 """
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _command() -> list[str]:
-    from mcplite.cli import build_parser
+    from mcplite.ops.cli import build_parser
 
     try:
         with contextlib.redirect_stderr(io.StringIO()):

@@ -22,7 +22,7 @@ from conftest import BASE, WAIT, RunningServer, StartServer, call_message, serve
 from sse_client import RawHttp, connect, request_bytes
 
 from mcplite import Config, Tools
-from mcplite.cli import _config, build_parser
+from mcplite.ops.cli import _config, build_parser
 
 APP = "http://app.example:3000"
 OTHER = "https://elsewhere.example"

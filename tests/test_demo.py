@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 import mcplite.demo
 from mcplite import Dispatcher, InvalidParams, Partial, ResponseType, Result
+from mcplite.core.schema import compile_schema
+from mcplite.core.tools import Kind
 from mcplite.demo import tools as demo_tools
-from mcplite.schema import compile_schema
 from mcplite.testing import InMemoryClient
-from mcplite.tools import Kind
 
 WAIT = 5.0  # upper bound of every wait in this file
 

@@ -1,4 +1,4 @@
-"""Tests for mcplite.dispatch: lookup, validation, the runner, streams, overload."""
+"""Tests for mcplite.core.dispatch: lookup, validation, the runner, streams, overload."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from mcplite import (
     Tools,
     ToolStream,
 )
-from mcplite.dispatch import aggregate
-from mcplite.envelope import to_result
-from mcplite.outcomes import Promised
+from mcplite.core.dispatch import aggregate
+from mcplite.core.envelope import to_result
+from mcplite.core.outcomes import Promised
 
 WAIT = 5.0  # upper bound of every wait in this file
 

@@ -1,4 +1,4 @@
-"""Tests for mcplite.envelope: content mapping, outcome shapes and ``_meta``."""
+"""Tests for mcplite.core.envelope: content mapping, outcome shapes and ``_meta``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import mcplite
-from mcplite.envelope import Result, iso_timestamp, to_result
-from mcplite.outcomes import (
+from mcplite.core.envelope import Result, iso_timestamp, to_result
+from mcplite.core.outcomes import (
     Answer,
     Elicitation,
     Failure,

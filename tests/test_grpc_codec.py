@@ -1,4 +1,4 @@
-"""mcplite.protobuf against itself, official protobuf and the generated code."""
+"""mcplite.protocols.protobuf against itself, official protobuf and the generated code."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from grpc_support import ROOT, protos, to_python
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mcplite import protobuf as codec
-from mcplite.grpc._proto import mcplite as generated
-from mcplite.outcomes import ResponseType
-from mcplite.protobuf import (
+from mcplite.core.outcomes import ResponseType
+from mcplite.core.wire import RESPONSE_TYPE_CODES
+from mcplite.protocols import protobuf as codec
+from mcplite.protocols._proto import mcplite as generated
+from mcplite.protocols.protobuf import (
     MAX_DEPTH,
     CodecError,
     ErrorInfo,
@@ -42,7 +43,6 @@ from mcplite.protobuf import (
     encode_tools_list,
     encode_value,
 )
-from mcplite.wire import RESPONSE_TYPE_CODES
 
 JSON_SCALARS = (
     st.none()
@@ -564,8 +564,11 @@ def test_response_type_numbers_agree_across_proto_generated_code_and_wire_table(
 
 
 def test_the_codec_imports_on_its_own_without_the_grpc_server() -> None:
-    # The client imports the codec first; the codec imports mcplite.grpc._proto.
-    code = "import sys, mcplite.protobuf; assert 'mcplite.grpc.service' not in sys.modules"
+    # The client imports the codec first; the codec imports mcplite.protocols._proto.
+    code = (
+        "import sys, mcplite.protocols.protobuf; "
+        "assert 'mcplite.bindings.grpc.service' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -586,7 +589,7 @@ def test_the_committed_betterproto_code_is_what_the_proto_generates(tmp_path: Pa
     def sources(root: Path) -> dict[str, str]:
         return {path.relative_to(root).as_posix(): path.read_text() for path in root.rglob("*.py")}
 
-    committed = sources(ROOT / "mcplite" / "grpc" / "_proto")
+    committed = sources(ROOT / "mcplite" / "protocols" / "_proto")
     assert committed == sources(fresh), "run scripts/gen_proto.sh"
     assert "mcplite/__init__.py" in committed
     # The standard health and reflection messages, and the descriptors reflection sends.
@@ -599,7 +602,7 @@ def test_the_committed_betterproto_code_is_what_the_proto_generates(tmp_path: Pa
 
 
 def test_betterproto_reads_our_tool_response_meta() -> None:
-    from mcplite.grpc._proto import mcplite as generated
+    from mcplite.protocols._proto import mcplite as generated
 
     response = generated.ToolResponse().parse(encode_tool_response(RESULT, FULL_META))
     assert response.meta.response_type == generated.ResponseType.PROMISE

@@ -1,4 +1,4 @@
-"""h2 writing a response's frames directly (``mcplite.grpc.framing``): byte for byte
+"""h2 writing a response's frames directly (``mcplite.bindings.grpc.accel.framing``): byte for byte
 and state for state what h2 itself does, the same errors where h2 refuses, h2's
 own path for everything but the plain case, and every served connection lean.
 """
@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcplite import Config, Dispatcher, Tools
-from mcplite.grpc.framing import LeanH2Connection
-from mcplite.grpc.headercache import CachingEncoder
+from mcplite.bindings.grpc.accel.framing import LeanH2Connection
+from mcplite.bindings.grpc.accel.headercache import CachingEncoder
 
 TIMEOUT = 10.0  # seconds: the bound of every wait in this file
 

@@ -43,9 +43,9 @@ from conftest import (
 from grpc_support import protos
 
 from mcplite import NEVER, Tools
-from mcplite.grpc.connections import CLOSED_STREAMS_KEPT
-from mcplite.grpc.service import _grpc_message
-from mcplite.protobuf import encode_tool_request
+from mcplite.bindings.grpc.connections import CLOSED_STREAMS_KEPT
+from mcplite.bindings.grpc.service import _grpc_message
+from mcplite.protocols.protobuf import encode_tool_request
 
 WAIT = 10.0  # seconds: the bound of every wait in this file
 CALL_TOOL = "/mcplite.MCPLite/CallTool"
@@ -571,7 +571,7 @@ def test_rapid_resets_do_not_grow_the_server_process() -> None:
 
 
 def test_only_the_caps_of_the_served_bindings_are_fitted_to_the_fd_limit() -> None:
-    from mcplite.serve import ServeError, fit_connections_to_fd_limit
+    from mcplite.ops.serve import ServeError, fit_connections_to_fd_limit
 
     grpc_only = make_config(http=None, grpc=("127.0.0.1", 0))
     fitted = fit_connections_to_fd_limit(grpc_only, 256)

@@ -1,4 +1,4 @@
-"""HPACK with memory (``mcplite.grpc.headercache``): byte for byte what hpack itself
+"""HPACK with memory (``mcplite.bindings.grpc.accel.headercache``): byte for byte what hpack itself
 produces, never a plain header's encoding for a sensitive one, bounded, and right
 with a real grpcio client whose metadata changes from call to call on one connection.
 """
@@ -17,14 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcplite import Config, Dispatcher, Tools
-from mcplite.grpc.headercache import (
+from mcplite.bindings.grpc.accel.headercache import (
     BLOCKS_KEPT,
     LARGEST_BLOCK,
     MOST_HEADERS,
     CachingDecoder,
     CachingEncoder,
 )
-from mcplite.tools import Context
+from mcplite.core.tools import Context
 
 TIMEOUT = 10.0  # seconds: the bound of every wait in this file
 

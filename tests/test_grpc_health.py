@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-un
 from grpc_support import protos
 
 from mcplite import Config, Tools
-from mcplite.grpc.health import HealthService
+from mcplite.bindings.grpc.health import HealthService
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -38,7 +38,7 @@ from grpc_support import ROOT, protos
 from grpc_tools import protoc
 
 from mcplite import Tools
-from mcplite.grpc._proto import descriptors
+from mcplite.protocols._proto import descriptors
 
 GRPCURL = Path(sys.executable).parent / "grpcurl"
 OPTIONS = [("grpc.enable_http_proxy", 0)]

@@ -32,9 +32,14 @@ from mcplite import (
     __version__,
 )
 from mcplite.auth import Auth
-from mcplite.grpc import create_server
-from mcplite.grpc.service import ERROR_DATA_KEY, ERROR_DATA_LIMIT, GrpcServer, MCPLiteService
-from mcplite.protobuf import encode_tool_request
+from mcplite.bindings.grpc import create_server
+from mcplite.bindings.grpc.service import (
+    ERROR_DATA_KEY,
+    ERROR_DATA_LIMIT,
+    GrpcServer,
+    MCPLiteService,
+)
+from mcplite.protocols.protobuf import encode_tool_request
 
 TIMEOUT = 10.0  # seconds: the bound of every wait in this file
 MAX_MESSAGE_SIZE = 64 * 1024
@@ -326,7 +331,7 @@ def test_a_crashing_tool_is_internal_with_an_error_id_and_no_traceback(
 def test_an_unencodable_result_is_internal_and_logged_with_its_id(
     stub: Stub, proto: Protos, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="mcplite.grpc"):
+    with caplog.at_level(logging.ERROR, logger="mcplite.bindings.grpc"):
         error = call_error(stub, proto, "unencodable", {})
     assert error.code() == grpc.StatusCode.INTERNAL
     error_id = error_data(error)["error_id"]
@@ -366,7 +371,7 @@ def test_a_deadline_that_passes_first_is_deadline_exceeded_and_cancels_the_tool(
 
 
 def test_large_error_data_is_cut_down_to_fit_in_trailers() -> None:
-    from mcplite.grpc.service import _error_data_json
+    from mcplite.bindings.grpc.service import _error_data_json
 
     data = {"requested_tool": "x", "available_tools": [f"tool_{n:05d}" for n in range(5000)]}
     text, sent = _error_data_json(data)
@@ -429,7 +434,7 @@ async def test_the_committed_betterproto_client_works(server: ServerThread) -> N
     from betterproto.lib.google.protobuf import Struct, Value
     from grpclib.client import Channel
 
-    from mcplite.grpc._proto import mcplite as generated
+    from mcplite.protocols._proto import mcplite as generated
 
     channel = Channel("127.0.0.1", server.port)
     try:
@@ -526,7 +531,7 @@ def test_shutdown_cancels_the_calls_still_running_after_the_grace_period() -> No
 async def test_create_server_serves_the_service_on_the_running_loop() -> None:
     from grpclib.client import Channel
 
-    from mcplite.grpc._proto import mcplite as generated
+    from mcplite.protocols._proto import mcplite as generated
 
     dispatcher = Dispatcher(make_tools(Signals()), Config(secret=b"k" * 32))
     server = create_server(dispatcher)

@@ -1,4 +1,4 @@
-"""The plain request/response cycle in one step per event (``mcplite.http.cycle``)
+"""The plain request/response cycle in one step per event (``mcplite.bindings.http.accel.cycle``)
 against h11's own code.
 
 A reference connection is h11's ``Connection`` with the same head reader
@@ -27,9 +27,9 @@ from h11._readers import maybe_read_from_IDLE_client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcplite.http.connection import _send_fast
-from mcplite.http.cycle import ServerConnection
-from mcplite.http.heads import read_request
+from mcplite.bindings.http.accel.cycle import ServerConnection
+from mcplite.bindings.http.accel.heads import read_request
+from mcplite.bindings.http.connection import _send_fast
 
 
 class Reference(h11.Connection):
@@ -194,7 +194,7 @@ def step(conn: h11.Connection, action: str, pieces: list[bytes]) -> Any:
     if action == "send_failed":
         return _outcome(conn.send_failed)
     if action in ("fast", "fast-404"):
-        # What the server writes for a keep-alive POST (mcplite.http.connection).
+        # What the server writes for a keep-alive POST (mcplite.bindings.http.connection).
         status = 404 if action == "fast-404" else 200
         return _outcome(lambda: _send_fast(conn, status, [(b"content-type", b"x")], b"{}"))
     if action.startswith("raw:"):

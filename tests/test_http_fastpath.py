@@ -5,7 +5,7 @@ from __future__ import annotations
 import h11
 import pytest
 
-from mcplite.http.connection import _REASONS, _send_fast
+from mcplite.bindings.http.connection import _REASONS, _send_fast
 
 REQUEST = (
     b"POST /mcp-lite/v1/rpc HTTP/1.1\r\nHost: 127.0.0.1\r\n"

@@ -1,4 +1,4 @@
-"""The fast request-head reader (``mcplite.http.heads``) against h11's own reader.
+"""The fast request-head reader (``mcplite.bindings.http.accel.heads``) against h11's own reader.
 
 For any bytes, both readers must give the same outcome: the same ``Request``
 (method, target, version, every header as h11 keeps it), the same error (type,
@@ -22,8 +22,8 @@ from h11._receivebuffer import ReceiveBuffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcplite.http.cycle import ServerConnection
-from mcplite.http.heads import _FIELD_VALUE, fast_request, read_request
+from mcplite.bindings.http.accel.cycle import ServerConnection
+from mcplite.bindings.http.accel.heads import _FIELD_VALUE, fast_request, read_request
 
 METHODS = [b"POST", b"GET", b"HEAD", b"M-SEARCH", b"PO ST", b"P\x00", b"", b"G\xc3\xa9T"]
 TARGETS = [b"/mcp", b"/mcp-lite/v1/rpc?x=1", b"*", b"/a b", b"/\x7f", b"", b"/\xff"]

@@ -3,7 +3,7 @@
 On Python 3.12+ the first request of an event-loop turn starts its handler as
 an eager task (answered before ``data_received`` returns); the others of that
 turn are scheduled, which under load keeps each phase of the loop's work
-together (mcplite/http/connection.py says why, docs/benchmarks.md has the
+together (mcplite/bindings/http/connection.py says why, docs/benchmarks.md has the
 figures).  Python 3.11 schedules them all.
 
 These tests drive the protocol objects directly with a transport that records
@@ -18,9 +18,9 @@ import json
 from typing import Any
 
 from mcplite import Config, Dispatcher, Tools
-from mcplite.http.connection import HttpConnection
-from mcplite.http.server import HttpServer
-from mcplite.runner import EAGER_TASKS
+from mcplite.bindings.http.connection import HttpConnection
+from mcplite.bindings.http.server import HttpServer
+from mcplite.core.runner import EAGER_TASKS
 
 TIMEOUT = 10.0
 BODY = json.dumps(

@@ -12,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "mcplite"
 
 #: Modules a binding is made of; the core and the client must not import them.
-BINDINGS = ("mcplite.http", "mcplite.grpc", "h11", "grpclib")
+BINDINGS = ("mcplite.bindings.http", "mcplite.bindings.grpc", "h11", "grpclib")
 #: The transport-free core.
 CORE = (
     "authorize",
@@ -58,7 +58,12 @@ def test_importing_the_core_loads_no_binding() -> None:
 
 def test_importing_the_client_loads_no_server_module() -> None:
     loaded = _loaded_after_import("mcplite.client")
-    server_side = (*BINDINGS[:2], "mcplite.dispatch", "mcplite.runner", "mcplite.promises")
+    server_side = (
+        *BINDINGS[:2],
+        "mcplite.core.dispatch",
+        "mcplite.core.runner",
+        "mcplite.core.promises",
+    )
     assert _offenders(loaded, server_side) == []
     assert "grpclib.server" not in loaded
 

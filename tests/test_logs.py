@@ -23,7 +23,7 @@ import pytest
 from conftest import BASE, WAIT, ServeProcess, call_message
 from grpc_support import protos
 
-from mcplite.wire import ERROR_DATA_KEY
+from mcplite.core.wire import ERROR_DATA_KEY
 
 SECRET = "logs-test-secret-" + secrets.token_hex(16)
 ALICE = "alice-" + secrets.token_urlsafe(24)

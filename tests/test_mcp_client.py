@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 import mcplite.demo
 from mcplite import Context, MemoryStore, Tools
-from mcplite.outcomes import InputRequired
+from mcplite.core.outcomes import InputRequired
 
 #: era -> (the client's mode, the version it must end up speaking)
 ERAS = {"2026": ("auto", "2026-07-28"), "2025": ("legacy", "2025-11-25")}

@@ -30,7 +30,7 @@ from conftest import WAIT, RunningServer, make_config, serve_process, start_serv
 from sse_client import Event, Head, RawHttp, connect, request_bytes
 
 from mcplite import ALWAYS, Context, Elicitation, Failure, MCPLiteError, Tools, __version__, content
-from mcplite.outcomes import InputRequired
+from mcplite.core.outcomes import InputRequired
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -1272,9 +1272,9 @@ def test_a_2025_client_that_takes_only_json_is_told_what_the_tool_needs(
 
 async def test_handle_leaves_a_shared_context_alone_and_fills_in_a_fresh_one() -> None:
     # stdio answers every message with one shared context; HTTP makes one per request.
-    from mcplite.context import RequestContext
-    from mcplite.dispatch import Dispatcher
-    from mcplite.mcp.server import McpServer
+    from mcplite.core.context import RequestContext
+    from mcplite.core.dispatch import Dispatcher
+    from mcplite.protocols.mcp.server import McpServer
 
     mcp = McpServer(Dispatcher(make_tools(Gates()), make_config()))
     message = modern_message(
@@ -1297,9 +1297,9 @@ async def test_handle_leaves_a_shared_context_alone_and_fills_in_a_fresh_one() -
 async def test_the_common_call_is_answered_as_the_general_path_answers_it() -> None:
     # McpServer.call_tool takes the usual 2026 tools/call over HTTP with its checks
     # in one pass, and leaves everything else (None, nothing run) to handle.
-    from mcplite.context import RequestContext
-    from mcplite.dispatch import Dispatcher
-    from mcplite.mcp.server import McpServer
+    from mcplite.core.context import RequestContext
+    from mcplite.core.dispatch import Dispatcher
+    from mcplite.protocols.mcp.server import McpServer
 
     mcp = McpServer(Dispatcher(make_tools(Gates()), make_config()))
 

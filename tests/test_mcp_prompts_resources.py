@@ -27,8 +27,8 @@ from test_mcp_http import assert_error, legacy_result, modern_headers, modern_me
 from test_stdio import official_client
 
 from mcplite import Context, Field, InputRequired, Prompts, Resources, Tools, content
-from mcplite.mcp.protocol import NAME_PARAMS
-from mcplite.mcp.server import McpServer
+from mcplite.protocols.mcp.protocol import NAME_PARAMS
+from mcplite.protocols.mcp.server import McpServer
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ASK_NAME = {

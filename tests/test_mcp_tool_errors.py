@@ -56,9 +56,9 @@ from test_mcp_http import (
 from test_stdio import StdioProcess, request, stdio_process
 
 from mcplite import ALWAYS, Context, Elicitation, InternalError, Tools
-from mcplite.cli import _config, _stdio_config, build_parser
-from mcplite.hints import Field
-from mcplite.outcomes import InputRequired
+from mcplite.core.hints import Field
+from mcplite.core.outcomes import InputRequired
+from mcplite.ops.cli import _config, _stdio_config, build_parser
 
 LEGACY_HEADERS = {"MCP-Protocol-Version": LEGACY}
 #: Every capability an input request may need (elicitation, roots, sampling).
@@ -544,7 +544,7 @@ STDIO_TOOLS = '''
 from typing import Annotated
 
 from mcplite import Tools
-from mcplite.hints import Field
+from mcplite.core.hints import Field
 
 tools = Tools()
 

@@ -19,8 +19,8 @@ from oauth_support import AUDIENCE, LocalIssuer, b64url, new_ec_key, new_rsa_key
 
 from mcplite.auth import Auth
 from mcplite.auth.oauth import OAuthVerifier, metadata_urls
-from mcplite.context import Caller
-from mcplite.errors import Unauthenticated
+from mcplite.core.context import Caller
+from mcplite.core.errors import Unauthenticated
 
 LEEWAY = 30.0
 INTERVAL = 30.0

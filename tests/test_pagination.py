@@ -20,7 +20,7 @@ from test_mcp_client import DEMO_TOOLS, ERAS, connected
 from test_stdio import request, stdio_process
 
 from mcplite import InvalidParams, Prompts, Resources, Tools
-from mcplite.mcp.pagination import page
+from mcplite.protocols.mcp.pagination import page
 
 TOOLS = [f"tool_{n}" for n in range(7)]
 PROMPTS = [f"prompt_{n}" for n in range(5)]
@@ -262,7 +262,7 @@ def test_stdio_with_page_size_pages_its_lists() -> None:
 
 
 def test_page_size_is_a_positive_integer_on_the_command_line() -> None:
-    from mcplite.cli import build_parser
+    from mcplite.ops.cli import build_parser
 
     parser = build_parser()
     assert parser.parse_args(["serve", "m", "--page-size", "25"]).page_size == 25

@@ -1,4 +1,4 @@
-"""The promise store contract (:class:`mcplite.promises.PromiseStore`), run against every store.
+"""The promise store contract (:class:`~mcplite.core.promises.PromiseStore`), for every store.
 
 Each test here speaks only the Protocol (create, has_room, complete, set_progress,
 get, wait, request_cancel, on_cancel, sweep, close) through the ``store_factory``
@@ -59,10 +59,10 @@ from mcplite import (
     Tools,
     UnknownPromise,
 )
-from mcplite.errors import MCPLiteError, PromiseTableFull
+from mcplite.core.errors import MCPLiteError, PromiseTableFull
+from mcplite.core.tokens import TokenSealer
 from mcplite.stores.redis import RedisStore
 from mcplite.stores.sqlite import SQLiteStore
-from mcplite.tokens import TokenSealer
 
 WAIT = 5.0  # upper bound of every wait in this file
 OWNER = "host-a/4242/0badf00d"

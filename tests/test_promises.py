@@ -1,4 +1,4 @@
-"""Tests for promise tokens (mcplite.tokens) and the promise flow of the dispatcher
+"""Tests for promise tokens (mcplite.core.tokens) and the promise flow of the dispatcher
 (spec 3.5, 3.6, A.3).
 
 The store's own contract (capacity, expiry, wait, cancel, close) is in
@@ -59,9 +59,9 @@ from mcplite import (
     Tools,
     UnknownPromise,
 )
-from mcplite.errors import PromiseTableFull
+from mcplite.core.errors import PromiseTableFull
+from mcplite.core.tokens import TokenSealer
 from mcplite.stores.sqlite import SQLiteStore
-from mcplite.tokens import TokenSealer
 
 OLD_SECRET = b"old-secret-0123456789abcdefghij"
 WAIT = 5.0  # upper bound of every wait in this file

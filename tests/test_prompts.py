@@ -1,5 +1,5 @@
 """Prompts: the registry, the arguments a signature declares, and what a function's
-return value renders as (mcplite.prompts), plus completion of their arguments."""
+return value renders as (mcplite.core.prompts), plus completion of their arguments."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 import pytest
 
 from mcplite import Context, Failure, Field, InputRequired, InvalidParams, Message, Prompts, content
-from mcplite.completion import complete, completion_result
-from mcplite.context import RequestContext
-from mcplite.errors import InternalError
+from mcplite.core.completion import complete, completion_result
+from mcplite.core.context import RequestContext
+from mcplite.core.errors import InternalError
 
 
 class Tone(enum.Enum):

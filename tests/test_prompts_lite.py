@@ -19,10 +19,10 @@ from conftest import BASE, RunningServer, rpc_message, start_server
 from grpc_support import Protos, protos, to_python
 
 from mcplite import demo
+from mcplite.bindings.grpc.service import GrpcServer
+from mcplite.bindings.http.server import HttpServer
 from mcplite.client import Client, ClientError, InvalidArgumentsError, RPCError
 from mcplite.client.sync import SyncClient
-from mcplite.grpc.service import GrpcServer
-from mcplite.http.server import HttpServer
 
 
 class LiteServer:

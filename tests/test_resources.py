@@ -1,5 +1,5 @@
 """Resources: fixed URIs and RFC 6570 level-1 templates, the contents a function's
-return value renders as, and the errors of a read (mcplite.resources)."""
+return value renders as, and the errors of a read (mcplite.core.resources)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pytest
 
 from mcplite import Failure, InvalidParams, ResourceNotFound, Resources
-from mcplite.errors import InternalError
+from mcplite.core.errors import InternalError
 
 
 def run(coro: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Tests for mcplite.hints (type hints -> JSON Schema) and mcplite.schema (the checker)."""
+"""mcplite.core.hints (type hints -> JSON Schema) and mcplite.core.schema (the checker)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcplite.hints import Field, schema_for_function, schema_for_type
-from mcplite.schema import FieldError, SchemaError, compile_schema
+from mcplite.core.hints import Field, schema_for_function, schema_for_type
+from mcplite.core.schema import FieldError, SchemaError, compile_schema
 
 # --- types used by the tables ------------------------------------------------
 

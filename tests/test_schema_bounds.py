@@ -17,8 +17,8 @@ import pytest
 from conftest import RunningServer, start_server
 
 from mcplite import Field, Tools
-from mcplite.hints import schema_for_function
-from mcplite.schema import SchemaError, compile_schema
+from mcplite.core.hints import schema_for_function
+from mcplite.core.schema import SchemaError, compile_schema
 
 BIG = 2**53  # floats stop telling integers apart here: 2**53 + 1 == float(2**53)
 

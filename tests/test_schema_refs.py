@@ -1,4 +1,4 @@
-"""mcplite.schema with hand-written JSON Schema 2020-12: ``$ref`` (pointers,
+"""mcplite.core.schema with hand-written JSON Schema 2020-12: ``$ref`` (pointers,
 anchors, embedded ``$id``), recursion, ``not``, ``if``/``then``/``else`` and the
 ``dependent*`` keywords, with the conformance suite's own schema as the example."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcplite.schema import SchemaError, compile_schema
+from mcplite.core.schema import SchemaError, compile_schema
 
 #: The inputSchema of the conformance suite's ``json_schema_2020_12_tool``
 #: (``@modelcontextprotocol/conformance``, scenario ``json-schema-2020-12``).

@@ -31,7 +31,7 @@ from http_support import JSON_HEADERS, RECV, SSE_HEADERS, open_stream, stream_re
 from sse_client import Event, RawHttp, connect, parse_events
 
 from mcplite import Failure, Tools
-from mcplite.http import sse
+from mcplite.bindings.http import sse
 
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 STREAM_ID = "stream-001"

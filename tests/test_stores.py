@@ -36,9 +36,9 @@ from mcplite import (
     Result,
     Tools,
 )
-from mcplite import errors as E
-from mcplite.outcomes import Elicitation, Failure, InputRequired, MoreResources
-from mcplite.promises import DEFAULT_LEASE, MemoryStore
+from mcplite.core import errors as E
+from mcplite.core.outcomes import Elicitation, Failure, InputRequired, MoreResources
+from mcplite.core.promises import DEFAULT_LEASE, MemoryStore
 from mcplite.stores import open_store
 from mcplite.stores.records import dump_error, dump_result, load_error, load_result
 from mcplite.stores.redis import RedisStore

@@ -36,7 +36,7 @@ from http_support import open_stream
 from sse_client import RawHttp, connect, request_bytes
 
 from mcplite import Tools
-from mcplite.metrics import METRICS, Registry
+from mcplite.ops.metrics import METRICS, Registry
 
 ROUNDS = 50
 SSE = "text/event-stream"

@@ -36,8 +36,8 @@ from grpc_support import protos
 from sse_client import RawHttp, connect, request_bytes
 
 from mcplite import Dispatcher, MemoryStore, PromiseRecord, Tools
-from mcplite.grpc.service import GrpcServer
-from mcplite.http import HttpServer
+from mcplite.bindings.grpc.service import GrpcServer
+from mcplite.bindings.http import HttpServer
 
 ROUNDS = 20
 BOGUS = {"promise": "prom_not-a-real-token"}

@@ -26,7 +26,7 @@ from sse_client import Event, RawHttp, connect, request_bytes
 from test_stdio import request, stdio_process
 
 from mcplite import Dispatcher, Prompts, Resources, Tools
-from mcplite.http import HttpServer
+from mcplite.bindings.http import HttpServer
 
 MODERN = "2026-07-28"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -116,7 +116,7 @@ def start(*, resources: bool = True, grpc_too: bool = False) -> Served:
         await http.start("127.0.0.1", 0)
         grpc_server = None
         if grpc_too:
-            from mcplite.grpc.service import GrpcServer
+            from mcplite.bindings.grpc.service import GrpcServer
 
             grpc_server = GrpcServer(dispatcher, config)
             await grpc_server.start("127.0.0.1", 0)

@@ -1,4 +1,4 @@
-"""Tests for mcplite.tools: the registry, the decorator and what a Tool knows."""
+"""Tests for mcplite.core.tools: the registry, the decorator and what a Tool knows."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from conftest import serve
 
 from mcplite import ALWAYS, NEVER, Context, Dispatcher, Failure, Field, InvalidParams, Tools
-from mcplite.jsonrpc import encode
-from mcplite.mcp.render import call_result
-from mcplite.outcomes import Answer, Elicitation, InputRequired, MoreResources, ResponseType
-from mcplite.schema import compile_schema
-from mcplite.tools import Kind, Tool
+from mcplite.core.outcomes import Answer, Elicitation, InputRequired, MoreResources, ResponseType
+from mcplite.core.schema import compile_schema
+from mcplite.core.tools import Kind, Tool
+from mcplite.protocols.jsonrpc import encode
+from mcplite.protocols.mcp.render import call_result
 
 
 class Depth(enum.Enum):

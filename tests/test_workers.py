@@ -20,7 +20,7 @@ import pytest
 from conftest import PROCESS_WAIT, ROOT, ServeProcess, call_message, serve_process, subprocess_env
 
 from mcplite.client import Client, Response
-from mcplite.workers import restart_delay
+from mcplite.ops.workers import restart_delay
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "fork") or sys.platform != "linux", reason="SO_REUSEPORT spreading: Linux"

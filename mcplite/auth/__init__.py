@@ -5,25 +5,25 @@ A server with auth on (``--auth-tokens``, ``--oauth-issuer``) builds one
 starts the process owns it).  A binding reads the bearer token from the
 ``Authorization`` header (HTTP) or ``authorization`` metadata (gRPC) and calls
 :meth:`Auth.authenticate`; the caller it gets back goes on the request's
-:class:`~mcplite.context.RequestContext`, and from there the core's
+:class:`~mcplite.core.context.RequestContext`, and from there the core's
 :class:`ScopePolicy` decides per tool (``@tools.tool(scopes=[...])``).
 
 The rules, in the order they apply:
 
 1. Bad credentials (malformed header, unknown or expired token, bad signature)
-   are refused everywhere with :class:`~mcplite.errors.Unauthenticated`
+   are refused everywhere with :class:`~mcplite.core.errors.Unauthenticated`
    (HTTP ``401`` + ``WWW-Authenticate``, gRPC ``UNAUTHENTICATED``).
 2. No credentials: refused too, unless ``open_discovery`` is set and the
    request is discovery (listing tools, prompts, resources; MCP's
    ``initialize``/``server/discover``; ``ping``).  Calls are never anonymous.
 3. A caller may call a tool only when it holds every scope the tool names
-   (else :class:`~mcplite.errors.Forbidden`, HTTP ``403``
+   (else :class:`~mcplite.core.errors.Forbidden`, HTTP ``403``
    ``insufficient_scope``, gRPC ``PERMISSION_DENIED``); discovery lists only
    the tools the caller may call (an anonymous caller: those needing no scope).
 4. A promise is bound to the subject that created it (see
    :func:`binding_of`): anyone else gets the error an unknown token gets.
 5. With a rate limit, each identity (the subject, else the peer's address)
-   gets a token bucket; past it, :class:`~mcplite.errors.RateLimited`
+   gets a token bucket; past it, :class:`~mcplite.core.errors.RateLimited`
    (HTTP ``429`` + ``Retry-After``, gRPC ``RESOURCE_EXHAUSTED``).
 
 Tokens are compared in constant time and never logged or echoed.
@@ -41,12 +41,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..context import Caller, RequestContext
-from ..errors import Forbidden, RateLimited, Unauthenticated
+from ..core.context import Caller, RequestContext
+from ..core.errors import Forbidden, RateLimited, Unauthenticated
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..tools import Tool
+    from ..core.config import Config
+    from ..core.tools import Tool
 
 __all__ = [
     "DISCOVERY_METHODS",
@@ -87,7 +87,7 @@ class Authenticator(Protocol):
     :meth:`verify` answers without I/O when it can (a static token, a JWT whose
     key is cached) and returns None when it must fetch something first; then
     the binding awaits :meth:`verify_async`.  Both raise
-    :class:`~mcplite.errors.Unauthenticated` for a token they refuse.
+    :class:`~mcplite.core.errors.Unauthenticated` for a token they refuse.
     """
 
     def verify(self, token: str) -> Caller | None: ...
@@ -151,7 +151,7 @@ def load_token_file(path: str) -> StaticTokens:
 
 def binding_of(caller: Caller | None) -> bytes:
     """What a promise token is bound to: the subject that created it (empty when
-    anonymous).  :class:`~mcplite.tokens.TokenSealer` mixes it into the MAC, so a
+    anonymous).  :class:`~mcplite.core.tokens.TokenSealer` mixes it into the MAC, so a
     token redeemed by anyone else fails exactly as a forged one does."""
     return b"" if caller is None else caller.subject.encode("utf-8", "surrogateescape")
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..context import Caller
-from ..errors import Unauthenticated
+from ..core.context import Caller
+from ..core.errors import Unauthenticated
 
 __all__ = ["OAuthVerifier"]
 
@@ -201,7 +201,7 @@ class OAuthVerifier:
 
         Returns None when the token's key is not cached yet and a refresh is
         allowed (then await :meth:`verify_async`).  Raises
-        :class:`~mcplite.errors.Unauthenticated` for a refused token; its message
+        :class:`~mcplite.core.errors.Unauthenticated` for a refused token; its message
         never quotes the token.
         """
         header = self._header(token)
@@ -215,7 +215,7 @@ class OAuthVerifier:
     async def verify_async(self, token: str) -> Caller:
         """Like :meth:`verify`, refreshing the key set first if the token's key is
         not cached (at most once per ``min_refresh_interval``, one fetch shared by
-        concurrent callers).  Raises :class:`~mcplite.errors.Unauthenticated`."""
+        concurrent callers).  Raises :class:`~mcplite.core.errors.Unauthenticated`."""
         header = self._header(token)
         key = self._key_for(header)
         if key is None:

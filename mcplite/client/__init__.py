@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
-from .. import wire
-from ..outcomes import Partial, ProgressUpdate
-from ..wire import DEFAULT_BASE_PATH
+from ..core import wire
+from ..core.outcomes import Partial, ProgressUpdate
+from ..core.wire import DEFAULT_BASE_PATH
 
 __all__ = [
     "AuthenticationError",

@@ -1,7 +1,7 @@
 """The gRPC transport: ``grpclib.client.Channel`` carrying bytes our codec writes.
 
 grpclib frames messages and calls a codec to turn them into bytes; ours
-(:class:`BytesCodec`) passes bytes through, and :mod:`mcplite.grpc.codec` reads and
+(:class:`BytesCodec`) passes bytes through, and :mod:`mcplite.bindings.grpc.codec` reads and
 writes the protobuf messages.  Results are rebuilt in the HTTP binding's shape:
 ``ResponseMeta`` becomes ``_meta`` (epoch milliseconds as ISO 8601, ``extra``
 merged in).
@@ -27,8 +27,9 @@ from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.protocol import H2Protocol
 
-from .. import wire
-from ..protobuf import (
+from ..core import wire
+from ..core.wire import ERROR_DATA_KEY, iso_timestamp
+from ..protocols.protobuf import (
     CodecError,
     ResponseMeta,
     decode_struct,
@@ -37,7 +38,6 @@ from ..protobuf import (
     encode_tool_request,
     icon_of,
 )
-from ..wire import ERROR_DATA_KEY, iso_timestamp
 from . import Partial, ProgressUpdate, RequestTimeout, TransportError, rpc_error
 from ._tls import tls_reason
 
@@ -47,7 +47,7 @@ _SERVICE = "/mcplite.MCPLite/"
 
 _TYPE_NAMES = wire.RESPONSE_TYPE_NAMES
 
-# gRPC status -> the JSON-RPC code of the same error (mcplite/errors.py in reverse).
+# gRPC status -> the JSON-RPC code of the same error (mcplite/core/errors.py in reverse).
 _JSONRPC_CODES: dict[Status, int] = {
     Status.NOT_FOUND: wire.METHOD_NOT_FOUND,
     Status.INVALID_ARGUMENT: wire.INVALID_PARAMS,
@@ -291,7 +291,7 @@ class GrpcTransport:
 
     async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
         """``GetPrompts``, as MCP ``Prompt`` objects (empty strings left out)."""
-        from ..grpc._proto import mcplite as generated  # off the hot path: betterproto
+        from ..protocols._proto import mcplite as generated
 
         data = await self._unary("GetPrompts", b"", timeout)
         try:
@@ -304,7 +304,7 @@ class GrpcTransport:
         self, name: str, arguments: dict[str, str], timeout: float
     ) -> dict[str, Any]:
         """``GetPrompt``, as MCP's ``GetPromptResult``."""
-        from ..grpc._proto import mcplite as generated
+        from ..protocols._proto import mcplite as generated
 
         try:
             payload = bytes(generated.GetPromptRequest(name=name, arguments=arguments))

@@ -48,8 +48,8 @@ from typing import Any
 
 import h11
 
-from .. import wire
 from .._version import __version__
+from ..core import wire
 from . import (
     AuthenticationError,
     OverloadedError,

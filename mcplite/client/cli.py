@@ -68,7 +68,7 @@ prompts or resources exits 6.
 
 Errors are printed as ``mcplite: error: ...`` on stderr.
 
-The lead's ``mcplite/cli.py`` wires these in with :func:`register` and :func:`run`;
+The lead's ``mcplite/ops/cli.py`` wires these in with :func:`register` and :func:`run`;
 ``python -m mcplite.client.cli tools URL`` works on its own too.
 """
 

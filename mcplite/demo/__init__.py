@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from importlib import resources as package_files
 from typing import Annotated, Any, Literal
 
-from .. import content
-from ..hints import Field
-from ..outcomes import Elicitation, Failure, MoreResources
-from ..prompts import Prompts
-from ..resources import ResourceNotFound, Resources
-from ..tools import Context, Tools
+from ..core import content
+from ..core.hints import Field
+from ..core.outcomes import Elicitation, Failure, MoreResources
+from ..core.prompts import Prompts
+from ..core.resources import ResourceNotFound, Resources
+from ..core.tools import Context, Tools
 
 __all__ = ["prompts", "resources", "tools"]
 

@@ -3,7 +3,7 @@
 ==========================  ===============================================================
 URL                         store
 ==========================  ===============================================================
-``memory://``               :class:`~mcplite.promises.MemoryStore`: this process only
+``memory://``               :class:`~mcplite.core.promises.MemoryStore`: this process only
 ``sqlite:///PATH``          :class:`~mcplite.stores.sqlite.SQLiteStore` on the file ``PATH``
                             (``sqlite:////abs/path`` or ``sqlite:///rel/path``): the
                             processes of one host
@@ -16,13 +16,13 @@ The shared stores (SQLite, Redis) take one query parameter of their own:
 
 ``lease=SECONDS``
     how long a process's lease on its running promises lasts (default
-    :data:`~mcplite.promises.DEFAULT_LEASE`, 10 s; renewed every third of it).
+    :data:`~mcplite.core.promises.DEFAULT_LEASE`, 10 s; renewed every third of it).
     A promise whose process dies resolves, within about one lease, to a
     retryable failure with reason ``worker_lost`` (see
-    :class:`~mcplite.promises.PromiseStore`).  A short lease notices a dead
+    :class:`~mcplite.core.promises.PromiseStore`).  A short lease notices a dead
     process sooner and costs more renewals; a process whose event loop is
     blocked for longer than its lease loses its running promises.  Example:
-    ``sqlite:///var/lib/mcplite/promises.db?lease=5``,
+    ``sqlite:///var/lib/mcplite/core/promises.db?lease=5``,
     ``redis://cache:6379/0?lease=5``.  Other query parameters of a Redis URL go
     to the ``redis`` client.
 """
@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ..promises import DEFAULT_LEASE, MemoryStore, PromiseStore
+from ..core.promises import DEFAULT_LEASE, MemoryStore, PromiseStore
 
 __all__ = ["open_store"]
 

@@ -1,15 +1,15 @@
 """Promise records as JSON, for the stores that keep them outside the process.
 
-A :class:`~mcplite.promises.PromiseRecord` holds Python objects: a
-:class:`~mcplite.envelope.Result` (an outcome, when it was made, how long it
+A :class:`~mcplite.core.promises.PromiseRecord` holds Python objects: a
+:class:`~mcplite.core.envelope.Result` (an outcome, when it was made, how long it
 took) and a protocol error.  :func:`dump_result` / :func:`load_result` and
 :func:`dump_error` / :func:`load_error` turn them into JSON text and back, so
 that the SQLite and Redis stores keep plain strings.
 
 Errors are kept as their class name, code, message and ``data``, and rebuilt as
-the :mod:`mcplite.errors` class of that name (the nearest one in the class's
+the :mod:`mcplite.core.errors` class of that name (the nearest one in the class's
 ancestry for a subclass defined elsewhere); a class no longer known comes back
-as an :class:`~mcplite.errors.MCPLiteError` with the same JSON-RPC code and gRPC
+as an :class:`~mcplite.core.errors.MCPLiteError` with the same JSON-RPC code and gRPC
 status.  A tool's ``Answer.value`` is kept when it is JSON data (a dataclass as
 its fields, a tuple as a list, anything else as its ``str``).
 """
@@ -20,10 +20,10 @@ import dataclasses
 import json
 from typing import Any
 
-from .. import errors
-from ..envelope import Result
-from ..errors import MCPLiteError
-from ..outcomes import Answer, Elicitation, Failure, InputRequired, MoreResources, Outcome
+from ..core import errors
+from ..core.envelope import Result
+from ..core.errors import MCPLiteError
+from ..core.outcomes import Answer, Elicitation, Failure, InputRequired, MoreResources, Outcome
 
 __all__ = [
     "dump_error",
@@ -141,7 +141,7 @@ def dump_error(error: MCPLiteError) -> str:
 
 
 def load_error(text: str) -> MCPLiteError:
-    """The error that :func:`dump_error` wrote, as its :mod:`mcplite.errors` class."""
+    """The error that :func:`dump_error` wrote, as its :mod:`mcplite.core.errors` class."""
     data = json.loads(text)
     cls = _ERRORS.get(data.get("class") or "", MCPLiteError)
     code, status = data["jsonrpc_code"], data["grpc_status"]

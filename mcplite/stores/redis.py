@@ -23,14 +23,14 @@ listeners.  The scripts build keys from the prefix, so the store needs a single
 Redis (or a cluster with every key in one slot through a ``{tag}`` prefix).
 
 **Leases.**  ``create`` sets the owner's lease key (``PX`` of ``lease`` seconds,
-default :data:`~mcplite.promises.DEFAULT_LEASE`) in the same script as the
+default :data:`~mcplite.core.promises.DEFAULT_LEASE`) in the same script as the
 record; a heartbeat task renews the keys of this store's owners every third of
 the lease while records created here run.  Redis expires the key of an owner
 that stops renewing, so leases need no agreement between the hosts' clocks.
 Every read of a record is one script that also returns the remaining time of
 its owner's lease; a RUNNING record whose owner has no lease key is resolved by
 a second script, guarded by the same two conditions, to DONE with
-:func:`~mcplite.promises.worker_lost`, which publishes on the record's ``done``
+:func:`~mcplite.core.promises.worker_lost`, which publishes on the record's ``done``
 channel (its waiters wake) and the owner's inbox (a live owner stops its task).
 A ``wait`` re-reads the record no later than when its owner's lease runs out,
 so a dead process's promise ends every wait within about one lease.  ``close``
@@ -56,9 +56,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "the Redis promise store needs the redis package: pip install 'mcplite[redis]'"
     ) from exc
 
-from ..envelope import Result
-from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
-from ..promises import (
+from ..core.envelope import Result
+from ..core.errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from ..core.promises import (
     DEFAULT_LEASE,
     CancelListener,
     PromiseRecord,
@@ -165,7 +165,7 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 
 
 class RedisStore:
-    """A :class:`~mcplite.promises.PromiseStore` in Redis (see the module doc)."""
+    """A :class:`~mcplite.core.promises.PromiseStore` in Redis (see the module doc)."""
 
     def __init__(
         self,
@@ -410,7 +410,7 @@ class RedisStore:
 
     async def close(self) -> None:
         """Stop this process's running records (resolved to
-        :func:`~mcplite.promises.worker_lost` for the others), release this store's
+        :func:`~mcplite.core.promises.worker_lost` for the others), release this store's
         leases, end every wait and the connections; every record stays in Redis
         for the other processes."""
         if self._closed:

@@ -23,10 +23,10 @@ How things reach other processes, with no server to push them:
 - **leases**: the ``owners`` table holds one row per owner, ``lease_until``
   (epoch seconds).  ``create`` writes it with the record, in one transaction;
   the cancel poll above renews it every third of the lease (``lease``, default
-  :data:`~mcplite.promises.DEFAULT_LEASE`) while records created here run.  A
+  :data:`~mcplite.core.promises.DEFAULT_LEASE`) while records created here run.  A
   read (``get``, each look of a ``wait``) that finds a RUNNING row whose owner's
   lease has lapsed (or whose owner has no row) marks it DONE with
-  :func:`~mcplite.promises.worker_lost`, in one ``UPDATE`` guarded by the same
+  :func:`~mcplite.core.promises.worker_lost`, in one ``UPDATE`` guarded by the same
   condition, so exactly one reader resolves it; the owner's cancel poll, if the
   owner lives after all, sees its row DONE and stops its task.  A wait thus
   ends within the lease plus one poll of a process's death.  ``close`` resolves
@@ -51,9 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..envelope import Result
-from ..errors import MCPLiteError, PromiseTableFull, UnknownPromise
-from ..promises import (
+from ..core.envelope import Result
+from ..core.errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from ..core.promises import (
     DEFAULT_LEASE,
     CancelListener,
     PromiseRecord,
@@ -126,7 +126,7 @@ def _record(row: tuple[Any, ...]) -> PromiseRecord:
 
 
 class SQLiteStore:
-    """A :class:`~mcplite.promises.PromiseStore` in an SQLite file (see the module doc).
+    """A :class:`~mcplite.core.promises.PromiseStore` in an SQLite file (see the module doc).
 
     ``path`` None makes a file in a private temporary directory, removed on close.
     ``lease``: seconds the lease of this store's owners lasts (renewed every third
@@ -402,7 +402,7 @@ class SQLiteStore:
 
     async def close(self) -> None:
         """Stop this process's running records (resolved to
-        :func:`~mcplite.promises.worker_lost` for the others), release this
+        :func:`~mcplite.core.promises.worker_lost` for the others), release this
         store's leases and end every wait; every record stays in the file for the
         other processes."""
         if self._closed:

@@ -6,7 +6,7 @@ this folder); the names, arguments and texts are the ones the suite's scenarios
 expect (``@modelcontextprotocol/conformance``, ``src/scenarios/server/**``).
 
 One tool answers both revisions: a tool that needs something from the client
-returns :class:`~mcplite.outcomes.InputRequired`, and reads the answers in
+returns :class:`~mcplite.core.outcomes.InputRequired`, and reads the answers in
 ``ctx.input_responses`` on the call that brings them.  On 2026-07-28 that is an
 ``input_required`` result the client answers by calling again (or, in a task,
 with ``tasks/update``); on 2025-11-25 the server asks the client itself, on the
@@ -37,7 +37,7 @@ from mcplite import (
     Tools,
     content,
 )
-from mcplite.outcomes import InputRequired
+from mcplite.core.outcomes import InputRequired
 
 tools = Tools()
 prompts = Prompts()

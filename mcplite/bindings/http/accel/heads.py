@@ -1,0 +1,114 @@
+"""A faster reader for the common request head, inside h11.
+
+h11 reads a request head line by line: it splits the head into lines, runs an
+obsolete-line-folding pass and one regex per header line through generators,
+then normalises the headers.  For the head almost every client sends (HTTP/1.1,
+CRLF line ends, no folding, no ``Transfer-Encoding``, at most one plain
+``Content-Length``) :func:`read_request` checks the whole head with one regex
+built from h11's own grammar (``h11._abnf``) and builds the same ``Request``
+event, with h11's own constructor (which still checks ``Host``, the method and
+the target).  Any other head, a head still incomplete, or anything the regex
+does not match is left to h11's reader, untouched: every error comes from h11,
+as before.  ``tests/test_http_heads.py`` checks, on generated heads, that both
+readers give the same event, the same error or the same wait for more data,
+and leave the same bytes in the buffer.
+
+:class:`mcplite.bindings.http.accel.cycle.ServerConnection` plugs it in where h11 picks the
+reader for an idle client.  h11 internals used (h11 is pinned below 0.17):
+``ReceiveBuffer._data``, ``_multiple_lines_search`` and ``_extract``, the
+``Headers`` constructor, and ``h11._readers.maybe_read_from_IDLE_client``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import h11
+from h11 import _abnf
+from h11._headers import Headers
+from h11._readers import maybe_read_from_IDLE_client
+from h11._receivebuffer import ReceiveBuffer
+
+__all__ = ["fast_request", "read_request"]
+
+#: The most digits h11 takes in a Content-Length (h11._headers.CONTENT_LENGTH_MAX_DIGITS).
+_MAX_LENGTH_DIGITS = 20
+
+#: What may follow "name:" on a header line.  h11's grammar says
+#: ``OWS [field-content] OWS`` with field-content =
+#: ``field-vchar+ ([ \t]+ field-vchar+)*`` and field-vchar = ``[^\x00\s]``: any
+#: run of field-vchars, spaces and tabs, which this one class says (and the
+#: regex engine checks without backtracking).  ``tests/test_http_heads.py``
+#: checks both on every byte.
+_FIELD_VALUE = "[^\x00\n\r\x0b\x0c]*"
+#: A whole head: the request line, header lines, the blank line (h11's grammar,
+#: with HTTP/1.1 only and no capture inside a header line).
+_LINE = f"{_abnf.field_name}:{_FIELD_VALUE}\r\n"
+_HEAD = re.compile(
+    f"({_abnf.method}) ({_abnf.request_target}) HTTP/1\\.1\r\n((?:{_LINE})*)\r\n".encode("ascii")
+)
+#: One header line of a head _HEAD matched: the name and the value (which keeps
+#: any whitespace after it).
+_FIELD = re.compile(b"([^:]+):[ \t]*([^\r]*)\r\n")
+_new_request = object.__new__
+_set = object.__setattr__
+
+
+def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
+    """The common head's ``Request``, taken out of ``buf``; None (and ``buf``
+    untouched) for any other head, for h11's reader to take."""
+    data = buf._data
+    # Only a head h11 has not started to search: one that arrives in pieces is
+    # h11's (which resumes its search where it stopped, instead of rescanning).
+    if buf._multiple_lines_search != 0:
+        return None
+    end = data.find(b"\r\n\r\n")
+    if end <= 0:
+        return None
+    match = _HEAD.fullmatch(data, 0, end + 4)
+    if match is None:
+        return None
+    method, target, lines = match.groups()  # copies: the buffer changes below
+    # Names at line starts, lowercased, to count: each line is "name:" then a
+    # value without CR or LF (the match above), so "\r\nname:" finds exactly
+    # the header lines of that name.
+    names = b"\r\n" + lines.lower()
+    # (bytes.find rather than "in", which on bytes costs a TypeError built and dropped.)
+    if names.count(b"\r\nhost:") != 1 or names.find(b"\r\ntransfer-encoding:") >= 0:
+        return None  # h11's to refuse (no Host, two) or to frame (chunked)
+    fields = _FIELD.findall(lines)
+    if (lines.find(b" \r\n") >= 0 or lines.find(b"\t\r\n") >= 0) and any(
+        value.endswith((b" ", b"\t")) for _, value in fields
+    ):
+        return None  # whitespace after a value (rare): h11 strips it
+    lengths = names.count(b"\r\ncontent-length:")
+    items = [(raw, raw.lower(), value) for raw, value in fields]
+    if lengths:
+        # h11 also takes "5, 5" and repeated equal lengths: those are its to read.
+        if lengths > 1:
+            return None
+        for _, name, value in items:
+            if name == b"content-length":
+                if not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
+                    return None
+                break
+    buf._extract(end + 4)
+    # The event h11's reader would build (Request(..., _parsed=True)), without
+    # its checks: Host was counted above, and the method and target matched
+    # h11's own patterns (h11._abnf) in _HEAD.
+    request = _new_request(h11.Request)
+    _set(request, "method", method)
+    _set(request, "target", target)
+    _set(request, "headers", Headers(items))
+    _set(request, "http_version", b"1.1")
+    return request
+
+
+def read_request(buf: ReceiveBuffer) -> h11.Request | None:
+    """h11's reader for an idle client's bytes, the common head read faster."""
+    if not buf._data:
+        return None  # what h11's reader makes of nothing, asked after every cycle
+    request = fast_request(buf)
+    if request is not None:
+        return request
+    return maybe_read_from_IDLE_client(buf)

@@ -1,0 +1,303 @@
+"""The HTTP/1.1 binding: our own asyncio server around h11.
+
+Endpoints under the base path (default ``/mcp-lite/v1``), POST only:
+
+- ``/listtools`` and its alias ``/tools``: ``{"tools": [...]}`` (spec 4.2.1, A.1);
+- ``/calltools`` and its alias ``/rpc``: JSON-RPC 2.0 (spec 4.2.2, A.2), or an
+  SSE stream when the request says ``Accept: text/event-stream`` (spec 4.3, A.4);
+- ``/prompts``, when the server has prompts: ``{"prompts": [...]}`` (spec 8.1).
+
+With ``cors_allow_origins``, pages of those origins may call every endpoint from
+a browser: preflights are answered and answers carry the CORS headers
+(:mod:`mcplite.bindings.http.cors`).
+
+With OAuth on, ``GET /.well-known/oauth-protected-resource`` (and the same
+followed by the MCP path or the base path, RFC 9728 section 3.1) serves the
+Protected Resource Metadata that 401 answers point to.
+
+HTTP-level errors (400, 404, 405, 408, 413, 415, 431, 501, 503) carry a JSON-RPC
+error object with ``id: null`` so that a JSON-RPC client can read every answer
+the same way (a HEAD request gets the same headers and no body).  An error
+answered before the request was read to its end closes the connection, but
+*lingering* (see :mod:`mcplite.bindings.http.connection`).
+
+:class:`HttpServer` is the listener and its lifecycle (start, drain, close) and
+the one deadline ticker; each connection is an
+:class:`~mcplite.bindings.http.connection.HttpConnection`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+from collections.abc import Mapping
+
+from ...core.config import Config
+from ...core.dispatch import Dispatcher
+from ...core.prompts import Prompts
+from ...core.resources import Resources
+from ...protocols.jsonrpc import JsonRpc, encode
+from ...protocols.mcp.server import McpServer
+from ...protocols.methods import mcplite_methods
+from .connection import _CALL, _LIST, _MCP, _PROMPTS, _WELL_KNOWN, HttpConnection
+from .cors import CorsPolicy
+
+__all__ = ["HttpServer"]
+
+_LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "localhost"})
+#: Who may name a loopback-bound server in Host or Origin (any port).
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+# After the grace period, how long calls told to stop get before the rest is cancelled.
+_LAST_WORD = 0.5
+
+
+class HttpServer:
+    """Serves a :class:`Dispatcher` over HTTP/1.1; start with :meth:`start`."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        config: Config | None = None,
+        *,
+        prompts: Prompts | None = None,
+        resources: Resources | None = None,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.config = config = config or dispatcher.config
+        self.rpc = JsonRpc(
+            dispatcher, mcplite_methods(dispatcher, prompts=prompts, resources=resources)
+        )
+        self.prompts = prompts
+        base = config.base_path.encode()
+        self.routes = {
+            base + b"/listtools": _LIST,
+            base + b"/tools": _LIST,
+            base + b"/calltools": _CALL,
+            base + b"/rpc": _CALL,
+        }
+        if prompts is not None:
+            self.routes[base + b"/prompts"] = _PROMPTS
+        self.mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
+        if config.mcp_path is not None:
+            self.routes[config.mcp_path.encode()] = _MCP
+        self.auth = dispatcher.auth
+        self.ssl: ssl.SSLContext | None = None
+        if self.auth is not None and self.auth.resource_metadata is not None:
+            well_known = self.auth.metadata_path
+            for suffix in ("", config.base_path, config.mcp_path):
+                if suffix is not None:
+                    self.routes[(well_known + suffix).encode()] = _WELL_KNOWN
+        #: Host checks made, by (allowed_hosts, Host value): see connection._host_checked.
+        self.host_checks: dict[tuple[frozenset[str], bytes | None], bool] = {}
+        #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.
+        self.allowed_hosts: frozenset[str] | None = (
+            frozenset(h.lower() for h in config.mcp_allowed_hosts)
+            if config.mcp_allowed_hosts is not None
+            else None
+        )
+        #: CORS for browsers on other origins (None: off); see mcplite.bindings.http.cors.
+        self.cors = CorsPolicy(config.cors_allow_origins) if config.cors_allow_origins else None
+        self._tools_body = encode({"tools": dispatcher.tool_definitions()})
+        self._tools_version = dispatcher.version
+        self.connections: set[HttpConnection] = set()
+        # Connections refused with 503 (too many), lingering until their client
+        # has read it (see _LINGERING_REFUSALS).
+        self.rejected: set[HttpConnection] = set()
+        self.draining = False
+        #: Whether a request handler started in this loop turn (see HttpConnection).
+        self.started_this_turn = False
+        self.streams_closing = asyncio.Event()
+        self.all_closed = asyncio.Event()  # set while draining, once no connection is left
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        # One server-wide timer checks every connection's deadline, instead of a
+        # timer set and cancelled per request: a deadline is then a float store.
+        self._tick_every = min(
+            1.0, max(0.02, min(config.request_timeout, config.keepalive_timeout) / 4)
+        )
+
+    @property
+    def tools_body(self) -> bytes:
+        """The MCP-lite tools list, encoded once per version of the dispatcher's list."""
+        dispatcher = self.dispatcher
+        version = dispatcher.version
+        if self._tools_version != version:
+            self._tools_body = encode({"tools": dispatcher.tool_definitions()})
+            self._tools_version = version
+        return self._tools_body
+
+    @property
+    def prompts_body(self) -> bytes:
+        """``POST {base}/prompts``: ``{"prompts": [...]}`` (spec 8.1: name, description,
+        arguments; MCP's ``Prompt`` objects)."""
+        definitions = self.prompts.definitions() if self.prompts is not None else []
+        return encode({"prompts": definitions})
+
+    def _resource(self, path: str) -> str:
+        """The path of the protected resource a request path belongs to."""
+        mcp_path = self.config.mcp_path
+        auth = self.auth
+        assert auth is not None
+        if path.startswith(auth.metadata_path):
+            return path[len(auth.metadata_path) :]
+        if mcp_path is not None and path == mcp_path:
+            return mcp_path
+        if path.startswith(self.config.base_path + "/"):
+            return self.config.base_path
+        return ""
+
+    def _origin(self, headers: Mapping[bytes, bytes]) -> str:
+        auth = self.auth
+        if auth is not None and auth.public_url is not None:
+            return auth.public_url
+        host = headers.get(b"host", b"").decode("latin-1") or f"127.0.0.1:{self.port}"
+        return ("https://" if self.ssl is not None else "http://") + host
+
+    def metadata_url(self, path: str, headers: Mapping[bytes, bytes]) -> str | None:
+        """Where the Protected Resource Metadata of the resource at ``path`` is
+        (None without OAuth): what a 401 names in ``resource_metadata``."""
+        auth = self.auth
+        if auth is None or auth.resource_metadata is None:
+            return None
+        return self._origin(headers) + auth.metadata_path + self._resource(path)
+
+    def resource_metadata(self, path: str, headers: Mapping[bytes, bytes]) -> bytes:
+        """RFC 9728 metadata of the resource whose well-known URL is ``path``."""
+        auth = self.auth
+        assert auth is not None and auth.resource_metadata is not None
+        scopes = sorted({scope for tool in self.dispatcher.tools() for scope in tool.scopes})
+        document = {
+            "resource": self._origin(headers) + self._resource(path),
+            **auth.resource_metadata,
+            "scopes_supported": scopes,
+        }
+        return encode(document)
+
+    def watch(self) -> None:
+        """Make sure the deadline ticker runs while there are connections."""
+        if self._ticker is None:
+            loop = asyncio.get_running_loop()
+            self._ticker = loop.call_later(self._tick_every, self._tick)
+
+    def _tick(self) -> None:
+        self._ticker = None
+        if not self.connections:
+            return
+        now = asyncio.get_running_loop().time()
+        for conn in list(self.connections):
+            conn.check_deadline(now)
+        self.watch()
+
+    name = "HTTP"
+
+    async def start(
+        self,
+        host: str | None = None,
+        port: int = 0,
+        *,
+        sock: socket.socket | None = None,
+        reuse_port: bool = False,
+    ) -> asyncio.Server:
+        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`), or on
+        an already-bound ``sock``.  Raises OSError when the address cannot be bound."""
+        loop = asyncio.get_running_loop()
+        self.ssl = tls = self.config.server_ssl_context()
+        if sock is not None:
+            self._server = await loop.create_server(
+                lambda: HttpConnection(self), sock=sock, backlog=1024, ssl=tls
+            )
+        else:
+            self._server = await loop.create_server(
+                lambda: HttpConnection(self),
+                host,
+                port,
+                backlog=1024,
+                reuse_port=reuse_port or None,
+                ssl=tls,
+            )
+        if self.allowed_hosts is None and self.config.mcp_allowed_hosts is None:
+            bound = self._server.sockets[0].getsockname()[0]
+            if bound in _LOOPBACK_ADDRESSES or bound.startswith("127."):
+                self.allowed_hosts = _LOOPBACK_NAMES
+        return self._server
+
+    def connection_count(self) -> int:
+        return len(self.connections)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    def url(self) -> str:
+        assert self._server is not None
+        host = self._server.sockets[0].getsockname()[0]
+        scheme = "https" if self.ssl is not None else "http"
+        return f"{scheme}://{host}:{self.port}{self.config.base_path}"
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """:meth:`drain` within ``grace`` seconds (default ``config.grace``), then :meth:`close`."""
+        await self.drain(self.config.grace if grace is None else grace)
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection and the listener (after :meth:`drain`, nothing is left)."""
+        if self._server is not None:
+            self._server.close()
+        for conn in [*self.connections, *self.rejected]:
+            conn.abort(hard=True)
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+
+    async def drain(self, grace: float) -> None:
+        """Stop accepting; let in-flight requests finish within ``grace`` seconds.
+
+        Idle keep-alive connections close at once.  When the grace period ends,
+        a call still running is answered ``503`` with a JSON-RPC error saying
+        the server is shutting down (``-32000``, ``Connection: close``), and a
+        stream still open gets a final ``event: error`` saying the same; what
+        is left half a second later is cancelled.  Returns within ``grace`` + 1 s.
+        """
+        loop = asyncio.get_running_loop()
+        end = loop.time() + grace + 1.0
+        self.draining = True
+        self.mcp.end_subscriptions()  # subscriptions/listen streams end now, not at the grace
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close_if_idle()
+        busy = [c.task for c in self.connections if c.task is not None and not c.task.done()]
+        if busy:
+            _, pending = await asyncio.wait(busy, timeout=grace)
+            if pending:
+                self.streams_closing.set()
+                for conn in list(self.connections):
+                    conn.cut_short()
+                _, pending = await asyncio.wait(pending, timeout=_LAST_WORD)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=max(0.0, end - loop.time() - 0.1))
+        for conn in [*self.connections, *self.rejected]:
+            conn.abort()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        if self.connections or self.rejected:
+            # A close waits until the unsent output is sent; a client that reads
+            # nothing must not hold the shutdown up (nor keep its socket after
+            # it): past the budget, drop what is unsent.
+            try:
+                await asyncio.wait_for(self.all_closed.wait(), max(0.0, end - loop.time() - 0.1))
+            except TimeoutError:
+                for conn in [*self.connections, *self.rejected]:
+                    conn.abort(hard=True)
+        if self._server is not None:
+            # From Python 3.12 on this also waits for every connection to be gone.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), max(0.05, end - loop.time()))

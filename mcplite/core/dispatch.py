@@ -1,0 +1,848 @@
+"""The core: find a tool, refuse or admit the call, validate, run, promise.
+
+Every binding goes through :class:`Dispatcher`; it knows no wire.  The steps of
+a call, each in one place:
+
+1. look the tool up (:meth:`Dispatcher.tool`, with A.5's suggestion);
+2. ask the policy whether this caller may call it (:mod:`mcplite.core.authorize`);
+3. validate the arguments against the compiled schema (:mod:`mcplite.core.schema`);
+4. admit it under the concurrency limit;
+5. run it (:mod:`mcplite.core.runner`), and when it outlives its promise deadline,
+   store a promise record (:mod:`mcplite.core.promises`) and answer with a sealed
+   token (:mod:`mcplite.core.tokens`) while the task goes on in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import contextvars
+import difflib
+import logging
+import math
+import os
+import secrets
+import socket
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from typing import Any
+
+from ..auth import Auth, ScopePolicy, binding_of
+from ..ops.metrics import METRICS
+from .authorize import AllowAll, Policy
+from .config import Config
+from .context import IN_PROCESS, RequestContext
+from .envelope import Result
+from .errors import InvalidArguments, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
+from .outcomes import Answer, Failure, Partial, ProgressUpdate, Promised
+from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
+from .runner import Runner, aggregate, internal_error, start_task
+from .schema import SchemaError
+from .tokens import TokenSealer
+from .tools import Context, Kind, Progress, Tool, Tools
+
+__all__ = ["Dispatcher", "ToolStream", "aggregate", "start_task"]
+
+log = logging.getLogger("mcplite")
+
+#: The dispatchers serving each registry (see Dispatcher.serving).
+_SERVING: weakref.WeakKeyDictionary[Tools, weakref.WeakSet[Dispatcher]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class Dispatcher:
+    """Serves the tools of a registry to any binding.
+
+    :meth:`call` and :meth:`stream` raise :class:`~mcplite.core.errors.MCPLiteError`
+    subclasses for protocol errors (unknown tool, refused, invalid arguments,
+    overload, a crash inside a tool); every business outcome is a :class:`Result`.
+
+    ``config.secret`` seals promise tokens; without one a random secret is used
+    (resolving ``--secret`` and ``MCPLITE_SECRET`` is :mod:`mcplite.ops.serve`'s job).
+    """
+
+    def __init__(
+        self,
+        tools: Tools | Iterable[Tool],
+        config: Config | None = None,
+        *,
+        promises: PromiseStore | None = None,
+        policy: Policy | None = None,
+        auth: Auth | None = None,
+    ) -> None:
+        self.config = config = config or Config()
+        secret = config.secret if config.secret is not None else secrets.token_bytes(32)
+        self.sealer = TokenSealer(secret, config.previous_secrets)
+        self.promises: PromiseStore = (
+            promises
+            if promises is not None
+            else MemoryStore(
+                ttl=config.promise_ttl,
+                max_entries=config.max_promises,
+                retry_after=config.retry_after,
+            )
+        )
+        self.promises.on_cancel(self._stop_local)
+        #: Authentication for the network bindings (None: off); see :mod:`mcplite.auth`.
+        self.auth = auth if auth is not None and auth.required else None
+        if policy is None:
+            policy = ScopePolicy(self.auth) if self.auth is not None else AllowAll()
+        self.policy: Policy = policy
+        self.runner = Runner(config.sync_workers)
+        #: Names this process as the owner of the promises whose tasks it runs.
+        self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
+        self._local: dict[bytes, _Kept] = {}  # the promised calls this process runs
+        self._tools: dict[str, Tool] = {}
+        for tool in (*self._system_tools(), *tools):
+            if tool.name in self._tools:
+                raise ValueError(f"a tool named {tool.name!r} is already registered")
+            self._tools[tool.name] = tool
+        self._definitions = [t.definition() for t in self._tools.values()]
+        self._names = list(self._tools)
+        self.active = 0  # calls and streams in flight
+        self.streams = 0  # streams open (started, tool not done)
+        #: Counts the changes to the tool list (add_tool, remove_tool): caches of it check it.
+        self.version = 0
+        self._listeners: list[Callable[[], None]] = []
+        #: The tools of the registry this dispatcher follows (see _registry_changed).
+        self._from_registry: dict[str, Tool] = {}
+        if isinstance(tools, Tools):
+            _SERVING.setdefault(tools, weakref.WeakSet()).add(self)
+            self._from_registry = {tool.name: tool for tool in tools}
+            _follow(self, tools)
+
+    # -- changing the tools while serving -------------------------------------
+
+    @staticmethod
+    def serving(tools: Tools) -> list[Dispatcher]:
+        """The dispatchers built from the registry ``tools`` that are still alive
+        (for a tool that changes the list of the server it runs in)."""
+        return list(_SERVING.get(tools, ()))
+
+    def add_tool(self, tool: Tool) -> None:
+        """Serve ``tool`` from now on (made with :meth:`Tools.add`); ValueError when
+        a tool of that name is already served."""
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        self._changed()
+
+    def remove_tool(self, name: str) -> Tool:
+        """Stop serving the tool called ``name`` and return it (calls already
+        running finish).  Raises :class:`ToolNotFound`, or ValueError for a system
+        tool (redeem, cancel)."""
+        tool = self.tool(name)
+        if tool.kind is Kind.SYSTEM:
+            raise ValueError(f"the system tool {name!r} cannot be removed")
+        del self._tools[name]
+        self._changed()
+        return tool
+
+    def _registry_changed(self, tools: Tools) -> None:
+        """The registry this dispatcher was made from changed (``tools.add``,
+        ``tools.remove``): serve what it holds now.  A tool :meth:`remove_tool`
+        took away stays away; a new tool whose name this dispatcher already
+        serves (a system tool, one given to :meth:`add_tool`) is not served."""
+        held = {tool.name: tool for tool in tools}
+        changed = False
+        for name, tool in list(self._from_registry.items()):
+            if held.get(name) is not tool:  # removed from the registry, or replaced
+                del self._from_registry[name]
+                if self._tools.get(name) is tool:
+                    del self._tools[name]
+                    changed = True
+        for name, tool in held.items():
+            if name in self._from_registry:
+                continue
+            self._from_registry[name] = tool
+            if name in self._tools:
+                log.error("tool %r is not served: another tool of that name is", name)
+                continue
+            self._tools[name] = tool
+            changed = True
+        if changed:
+            self._changed()
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every tool added or removed; returns the
+        function that stops it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return remove
+
+    def _changed(self) -> None:
+        # New lists, never edited in place: a binding that cached the old one
+        # (by identity, or by version) sees the change.
+        self._definitions = [t.definition() for t in self._tools.values()]
+        self._names = list(self._tools)
+        self.version += 1
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("a tool list listener failed")
+
+    # -- discovery ----------------------------------------------------------
+
+    @property
+    def pending_promises(self) -> int:
+        """Promises whose calls this process runs now."""
+        return len(self._local)
+
+    def tools(self) -> list[Tool]:
+        """Every tool served, system tools included."""
+        return list(self._tools.values())
+
+    def tool_definitions(self, context: RequestContext = IN_PROCESS) -> list[dict[str, Any]]:
+        """Every tool's discovery entry the caller may see, system tools included."""
+        if type(self.policy) is AllowAll:
+            return self._definitions  # built once
+        return [t.definition() for t in self._tools.values() if self.policy.visible(context, t)]
+
+    def tool(self, name: str, context: RequestContext = IN_PROCESS, *, system: bool = True) -> Tool:
+        """The tool called ``name``; raises :class:`ToolNotFound` with a suggestion
+        among the tools ``context``'s caller may see.  ``system=False``: MCP-lite's
+        own ``redeem`` and ``cancel`` are left out of that list and suggestion
+        (MCP does not list them: it has tasks), though they may still be called."""
+        tool = self._tools.get(name)
+        if tool is None:
+            names = self._names
+            if not system or type(self.policy) is not AllowAll:
+                visible = self.policy.visible
+                names = [
+                    n
+                    for n, t in self._tools.items()
+                    if (system or t.kind is not Kind.SYSTEM) and visible(context, t)
+                ]
+            raise ToolNotFound(name, names, _closest(name, names))
+        return tool
+
+    # -- calls --------------------------------------------------------------
+
+    def validate(self, tool: Tool, arguments: Any) -> dict[str, Any]:
+        """Arguments checked against the tool's schema, defaults filled in.
+
+        Raises :class:`InvalidArguments` naming every offending field.
+        """
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise InvalidArguments.from_fields([("arguments", "expected an object")])
+        try:
+            return tool.arguments(tool.checker(arguments))
+        except SchemaError as exc:
+            raise InvalidArguments.from_fields([(e.path, e.message) for e in exc.errors]) from None
+
+    def _admit(self, name: str, arguments: Any, context: RequestContext) -> tuple[Tool, Any]:
+        tool = self.tool(name, context)
+        self.policy.authorize(context, tool)
+        args = self.validate(tool, arguments)
+        if self.active >= self.config.max_concurrent_calls:
+            raise Overloaded(
+                f"Too many concurrent calls (max {self.config.max_concurrent_calls})",
+                retry_after=self.config.retry_after,
+            )
+        return tool, args
+
+    async def call(
+        self, name: str, arguments: Any = None, context: RequestContext = IN_PROCESS
+    ) -> Result:
+        """Run tool ``name`` for ``context``'s caller; its outcome, or a promise."""
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            tool, args = self._admit(name, arguments, context)
+            self.active += 1
+            try:
+                if tool.kind is Kind.SYSTEM:
+                    result: Result = await tool.fn(context, **args)
+                else:
+                    deadline = tool.promise_after
+                    if deadline is None:
+                        deadline = self.config.promise_after
+                    if tool.context_param is None and math.isinf(deadline):
+                        # The hot path: no task, no timer.
+                        outcome = await self.runner.run(tool, args)
+                        result = Result(outcome, started, (time.perf_counter() - t0) * 1000)
+                    else:
+                        result = await self._call_with_deadline(
+                            tool, args, started, t0, deadline, context
+                        )
+            finally:
+                self.active -= 1
+        except MCPLiteError as exc:
+            if METRICS.on:
+                label = name if name in self._tools else _UNKNOWN
+                elapsed = time.perf_counter() - t0
+                METRICS.call_error(context.binding, label, exc.jsonrpc_code, elapsed)
+            raise
+        if METRICS.on:
+            kind = result.response_type.value
+            METRICS.call(context.binding, name, kind, time.perf_counter() - t0)
+        return result
+
+    async def _call_with_deadline(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        started: float,
+        t0: float,
+        deadline: float,
+        context: RequestContext,
+    ) -> Result:
+        progress: Progress | None = None
+        if tool.context_param is not None:
+            progress = Progress()
+            ctx = Context(tool.name, progress, context.caller, context)
+            args = {**args, tool.context_param: ctx}
+        if math.isinf(deadline):
+            outcome = await self.runner.run(tool, args)
+            return Result(outcome, started, (time.perf_counter() - t0) * 1000)
+        if deadline == 0 and not await self.promises.has_room():
+            raise PromiseTableFull(retry_after=self.config.retry_after)
+        kept = _Kept(self, tool, self.runner.start(tool, args), started, t0)
+        del args
+        task = kept.task
+        promised = False
+        try:
+            # ALWAYS (0) means a promise even for a tool that is already done.
+            if deadline > 0 and await _wait_done(task, deadline):
+                return _unwrap(kept.result())
+            record = await self.promises.create(tool.name, self.owner)
+            promised = True
+            self._adopt(record, kept, progress)
+            return self._promised(record, started, t0, binding_of(context.caller))
+        finally:
+            if not promised:
+                if not task.done():
+                    task.cancel()  # the caller left, or the store is full: stop the tool
+                elif not task.cancelled():
+                    kept.result()  # read, so that an exception of the tool is logged
+
+    def _adopt(self, record: PromiseRecord, kept: _Kept, progress: Progress | None) -> None:
+        """Keep a promised task in this process and store its outcome when it ends."""
+        promise_id = kept.promise_id = record.promise_id
+        self._local[promise_id] = kept
+        if progress is not None:
+            store = self.promises
+            if progress.reported:
+                # The promise is answered from this record, which a shared store's
+                # set_progress does not update: show the progress reported so far.
+                record.progress = progress.record()
+                store.set_progress(promise_id, record.progress)
+            progress.sink = lambda p: store.set_progress(promise_id, p.record())
+        # An empty context: no copy of the caller's per callback (a pending
+        # promise costs its task and the tool's frame, little else).
+        kept.task.add_done_callback(kept.finished, context=_CALLBACKS)
+
+    def _finished(self, kept: _Kept) -> None:
+        promise_id = kept.promise_id
+        if kept.stopped():
+            self._local.pop(promise_id, None)
+            return
+        outcome = kept.result()
+        if isinstance(outcome, Result):
+            done = self.promises.complete(promise_id, outcome)
+        else:
+            done = self.promises.complete(promise_id, None, outcome)
+        start_task(self._settled(kept, done))
+
+    async def _settled(self, kept: _Kept, done: Coroutine[Any, Any, None]) -> None:
+        promise_id = kept.promise_id
+        try:
+            await done
+        except Exception as exc:
+            # A result the store cannot encode, or a store that is down: the promise
+            # must not look as if the call were still running until it expires.
+            error = internal_error(kept.tool.name, exc, "its outcome could not be stored")
+            try:
+                await self.promises.complete(promise_id, None, error)
+            except Exception:
+                log.error(
+                    "the promise store refused the error too (%s): the promise stays "
+                    "pending until it expires",
+                    error.message,
+                )
+        finally:
+            self._local.pop(promise_id, None)
+
+    def _stop_local(self, promise_id: bytes) -> None:
+        """The store says a promise must stop (cancelled or expired): stop our task."""
+        kept = self._local.pop(promise_id, None)
+        if kept is not None and not kept.task.done():
+            kept.task.cancel()
+
+    def _promised(self, record: PromiseRecord, started: float, t0: float, bound: bytes) -> Result:
+        progress = record.progress
+        estimated = None
+        shown = None
+        if progress:
+            estimated = progress.get("estimated_completion")
+            shown = {k: v for k, v in progress.items() if k != "estimated_completion"} or None
+        token = self.sealer.seal(record.promise_id, record.expires_at, bound)
+        outcome = Promised(token, record.expires_at, shown, estimated)
+        return Result(outcome, started, (time.perf_counter() - t0) * 1000)
+
+    # -- streams ------------------------------------------------------------
+
+    def stream(
+        self,
+        name: str,
+        arguments: Any = None,
+        context: RequestContext = IN_PROCESS,
+        *,
+        progress: bool = False,
+    ) -> ToolStream:
+        """Start a streamed call: an async iterator of :class:`Partial` then one :class:`Result`.
+
+        ``progress``: what the tool reports (``ctx.report_progress``) comes too, as
+        :class:`ProgressUpdate` items between the parts, from :meth:`ToolStream.next`
+        (the bindings ask for it; ``async for`` gives the parts and the result only).
+        Raises :class:`ToolNotFound`, :class:`InvalidParams` or :class:`Overloaded`
+        (and whatever the policy refuses with) before anything runs.  Close it
+        (``aclose``) to stop the tool.
+        """
+        tool, args = self._admit(name, arguments, context)
+        ctx = None
+        if tool.context_param is not None:
+            ctx = Context(tool.name, caller=context.caller, request=context)
+            args = {**args, tool.context_param: ctx}
+        stream = ToolStream(self, tool, args, context)
+        if progress and ctx is not None:
+            ctx.progress.sink = stream.reported
+        return stream
+
+    # -- system tools: redeem and cancel ------------------------------------
+
+    def _system_tools(self) -> list[Tool]:
+        system = Tools()
+        token = {
+            "type": "string",
+            "description": "The promise token received from a previous operation",
+        }
+        system.add(
+            self._redeem,
+            name="redeem",
+            type="system",
+            description="Redeem a promise token to get the result of a long-running operation",
+            schema={
+                "type": "object",
+                "required": ["promise"],
+                "properties": {
+                    "promise": token,
+                    "wait": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": self.config.max_redeem_wait,
+                        "default": 0,
+                        "description": "Seconds to wait for the outcome before answering "
+                        "with the promise again (long poll)",
+                    },
+                },
+            },
+            promise_after=math.inf,
+        ).kind = Kind.SYSTEM
+        system.add(
+            self._cancel,
+            name="cancel",
+            type="system",
+            description="Cancel the long-running operation behind a promise token",
+            schema={"type": "object", "required": ["promise"], "properties": {"promise": token}},
+            promise_after=math.inf,
+        ).kind = Kind.SYSTEM
+        return list(system)
+
+    async def redeem(
+        self, token: str, wait: float = 0, context: RequestContext = IN_PROCESS
+    ) -> Result:
+        """The outcome behind a promise token, or the promise again while it runs.
+
+        The token is verified before any store access, for ``context``'s caller
+        (a promise is bound to the subject that created it); raises
+        :class:`InvalidToken`, :class:`ExpiredToken` or :class:`UnknownPromise`.
+        """
+        started, t0 = time.time(), time.perf_counter()
+        bound = binding_of(context.caller)
+        promise_id, _ = self.sealer.open(token, bound)
+        record = await self.promises.get(promise_id)
+        if record.status is PromiseStatus.RUNNING:
+            kept = self._local.get(promise_id)
+            if kept is not None:  # ours: the task itself says when it is done
+                task = kept.task
+                if not task.done() and wait > 0:
+                    await _wait_done(task, wait)
+                if task.done():
+                    # Read again: a record read before the wait (a copy, from a
+                    # shared store) does not show a cancel that stopped the task.
+                    record = await self.promises.get(promise_id)
+                    if record.status is PromiseStatus.RUNNING and not kept.stopped():
+                        return _unwrap(kept.result())
+            elif wait > 0:
+                record = await self.promises.wait(promise_id, wait)
+        if record.status is PromiseStatus.RUNNING:
+            return self._promised(record, started, t0, bound)
+        if record.status is PromiseStatus.CANCELLED:
+            elapsed = (time.perf_counter() - t0) * 1000
+            failure = Failure("the operation was cancelled", reason="cancelled")
+            return Result(failure, started, elapsed)
+        if record.error is not None:
+            raise record.error
+        assert record.result is not None
+        return record.result
+
+    async def cancel(self, token: str, context: RequestContext = IN_PROCESS) -> bool:
+        """Stop the call behind a promise token; False when it had already ended.
+        Only the subject that created the promise may (see :meth:`redeem`)."""
+        promise_id, _ = self.sealer.open(token, binding_of(context.caller))
+        kept = self._local.get(promise_id)
+        if kept is not None and kept.task.done() and not kept.stopped():
+            await self.promises.get(promise_id)  # still known?
+            return False  # finished; its outcome is on its way to the store
+        return await self.promises.request_cancel(promise_id)
+
+    async def _redeem(
+        self, context: RequestContext, /, promise: str, wait: float = 0, **_: Any
+    ) -> Result:
+        return await self.redeem(promise, wait, context)
+
+    async def _cancel(self, context: RequestContext, /, promise: str, **_: Any) -> Result:
+        started, t0 = time.time(), time.perf_counter()
+        cancelled = await self.cancel(promise, context)
+        text = "cancelled" if cancelled else "already finished"
+        answer = Answer([{"type": "text", "text": text}], {"cancelled": cancelled})
+        return Result(answer, started, (time.perf_counter() - t0) * 1000)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def internal_error(self, tool: str, exc: BaseException) -> MCPLiteError:
+        """Log an unexpected exception with an id; the error sent carries only the id."""
+        return internal_error(tool, exc)
+
+    def not_json(self, tool: str, exc: BaseException, what: str = "result") -> MCPLiteError:
+        """A tool's result (or part) JSON cannot hold (NaN, bytes, a cycle): an
+        internal error, logged with its id, that says so."""
+        error = internal_error(tool, exc)
+        error.message = f"The tool's {what} is not valid JSON: {exc}"
+        return error
+
+    async def close(self) -> None:
+        """Cancel promised tasks, close the store and stop the thread pool (shutdown)."""
+        for kept in list(self._local.values()):
+            kept.task.cancel()
+        self._local.clear()
+        await self.promises.close()
+        self.runner.close()
+
+
+def _follow(dispatcher: Dispatcher, tools: Tools) -> None:
+    """Have ``dispatcher`` serve what ``tools`` holds after each change to it, for
+    as long as the dispatcher lives (held weakly: a registry served by many
+    dispatchers, in tests or workers, keeps none of them alive)."""
+    ref = weakref.ref(dispatcher)
+
+    def changed() -> None:
+        live = ref()
+        if live is not None:
+            live._registry_changed(tools)
+
+    weakref.finalize(dispatcher, tools.on_change(changed))
+
+
+#: The context the done callbacks of promised tasks run in (they read no context variable).
+_CALLBACKS = contextvars.Context()
+
+
+class _Kept:
+    """A call this process runs in a task of its own: before its deadline, and
+    after, as a promise (``promise_id`` set once the record exists)."""
+
+    __slots__ = ("_result", "dispatcher", "promise_id", "started", "t0", "task", "tool")
+
+    def __init__(
+        self, dispatcher: Dispatcher, tool: Tool, task: asyncio.Task[Any], started: float, t0: float
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.task = task
+        self.tool = tool
+        self.started = started
+        self.t0 = t0
+        self.promise_id = b""
+        self._result: Result | MCPLiteError | None = None
+
+    def stopped(self) -> bool:
+        """Whether the task was cancelled by request (not by a stray CancelledError)."""
+        return self.task.cancelled() and self.task.cancelling() > 0
+
+    def result(self) -> Result | MCPLiteError:
+        """The call's result or protocol error, read once from the done task
+        (an internal error is logged once, however often it is asked for)."""
+        if self._result is None:
+            try:
+                outcome = self.dispatcher.runner.outcome(self.tool, self.task)
+            except MCPLiteError as exc:
+                self._result = exc.with_traceback(None)
+            else:
+                elapsed = (time.perf_counter() - self.t0) * 1000
+                self._result = Result(outcome, self.started, elapsed)
+        return self._result
+
+    def finished(self, _: asyncio.Task[Any]) -> None:
+        self.dispatcher._finished(self)
+
+
+class _StreamError:
+    __slots__ = ("error",)
+
+    def __init__(self, error: MCPLiteError) -> None:
+        self.error = error
+
+
+#: What a stream holds for its binding: parts and progress, then the end.
+_Item = Partial | ProgressUpdate | Result | _StreamError
+
+
+class ToolStream:
+    """A running streamed call.
+
+    The tool runs in its own task and hands each part over one at a time: the
+    generator is not advanced until the binding has taken the previous part, so
+    a slow reader holds the tool back instead of filling memory.  Progress the
+    tool reports (see :meth:`Dispatcher.stream`) comes in its place among the
+    parts and never holds the tool back: a report not taken yet is replaced by
+    the next one, so at most three items wait (report, part, report).
+
+    Nothing here runs in a task of the binding's: :meth:`next` waits on a future
+    of its own, with its own timer, so a binding that stops reading (its client
+    gone) leaves no task whose exception nobody retrieves.
+    """
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        tool: Tool,
+        args: dict[str, Any],
+        context: RequestContext = IN_PROCESS,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self.tool = tool
+        self._context = context
+        self._loop = loop = asyncio.get_running_loop()
+        self._items: collections.deque[_Item] = collections.deque()
+        self._parts = 0  # parts and ends in _items: at most one (backpressure)
+        self._reader: asyncio.Future[None] | None = None  # next() waiting for an item
+        self._writer: asyncio.Future[None] | None = None  # the tool waiting for room
+        self._interrupted: MCPLiteError | None = None
+        self._t0 = time.perf_counter()
+        self._task = loop.create_task(self._produce(args))
+        self._finished = False  # the end was taken (or the stream closed)
+        self._closed = False
+        self._released = False
+        dispatcher.active += 1
+        dispatcher.streams += 1
+        # A task cancelled before its first step never runs its finally: the
+        # callback covers that case; _produce releases at once otherwise.
+        self._task.add_done_callback(self._release)
+
+    def _release(self, _: object = None) -> None:
+        if not self._released:
+            self._released = True
+            self._dispatcher.active -= 1
+            self._dispatcher.streams -= 1
+
+    async def _put(self, item: Partial | Result | _StreamError) -> None:
+        """Hand a part (or the end) over, once the one before it was taken."""
+        while self._parts and not self._closed:
+            self._writer = waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._writer = None
+        if self._closed:
+            return  # nobody will take it
+        self._items.append(item)
+        self._parts += 1
+        _wake(self._reader)
+
+    async def _put_part(self, value: Any) -> None:
+        await self._put(Partial(value))
+
+    def reported(self, progress: Progress) -> None:
+        """The tool reported ``progress`` (a :class:`Progress` sink): pass it on.
+        Called on the loop, or from a sync tool's worker thread."""
+        update = ProgressUpdate(progress.progress or 0, progress.total, progress.message)
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._offer(update)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+                self._loop.call_soon_threadsafe(self._offer, update)
+
+    def _offer(self, update: ProgressUpdate) -> None:
+        if self._finished:
+            return
+        items = self._items
+        if items and isinstance(items[-1], ProgressUpdate):
+            items[-1] = update  # not taken yet: the newer report says more
+        else:
+            items.append(update)
+        _wake(self._reader)
+
+    async def _produce(self, args: dict[str, Any]) -> None:
+        started, t0 = time.time(), self._t0
+        item: Result | _StreamError
+        try:
+            if self.tool.kind is Kind.SYSTEM:
+                item = await self.tool.fn(self._context, **args)
+            else:
+                outcome = await self._dispatcher.runner.run(self.tool, args, self._put_part)
+                item = Result(outcome, started, (time.perf_counter() - t0) * 1000)
+        except Exception as exc:
+            # The runner turns whatever a tool raises into an MCPLiteError; anything
+            # else is a system tool's (a promise store that fails): an internal error.
+            error = exc if isinstance(exc, MCPLiteError) else internal_error(self.tool.name, exc)
+            item = _StreamError(error)
+            if METRICS.on:
+                binding, name = self._context.binding, self.tool.name
+                METRICS.call_error(binding, name, error.jsonrpc_code, time.perf_counter() - t0)
+        else:
+            if METRICS.on and isinstance(item, Result):
+                kind = item.response_type.value
+                METRICS.call(self._context.binding, self.tool.name, kind, time.perf_counter() - t0)
+        self._release()  # the tool is done: no longer a call in flight
+        await self._put(item)
+
+    async def next(self, timeout: float | None = None) -> Partial | ProgressUpdate | Result | None:
+        """The next part, progress report (see :meth:`Dispatcher.stream`) or the
+        final result; None if ``timeout`` passes first.
+
+        Raises :class:`MCPLiteError` if the tool fails mid-stream (or the stream
+        was :meth:`interrupt`-ed), and ``StopAsyncIteration`` after the final
+        result was taken.
+        """
+        if self._finished:
+            raise StopAsyncIteration
+        if not self._items and self._interrupted is None:
+            loop = self._loop
+            self._reader = waiter = loop.create_future()
+            timer = None if timeout is None else loop.call_later(timeout, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                self._reader = None
+                if timer is not None:
+                    timer.cancel()
+            if not self._items and self._interrupted is None:
+                return None
+        if self._interrupted is not None:
+            self._finished = True
+            raise self._interrupted
+        item = self._items.popleft()
+        if isinstance(item, ProgressUpdate):
+            return item
+        self._parts -= 1
+        _wake(self._writer)
+        if isinstance(item, Partial):
+            return item
+        self._finished = True
+        if isinstance(item, _StreamError):
+            raise item.error
+        return item
+
+    def interrupt(self, error: MCPLiteError) -> None:
+        """End the stream early with ``error`` (the server is shutting down): the
+        :meth:`next` waiting now, or the next one, raises it, and what the tool
+        has not handed over yet is dropped.  :meth:`aclose` still stops the tool."""
+        if not self._finished:
+            self._interrupted = error
+            _wake(self._reader)
+
+    def __aiter__(self) -> AsyncIterator[Partial | Result]:
+        return self
+
+    async def __anext__(self) -> Partial | Result:
+        """The next part or the result (progress reports, if asked for, are skipped:
+        :meth:`next` gives them)."""
+        while True:
+            item = await self.next()
+            if not isinstance(item, ProgressUpdate):
+                assert item is not None
+                return item
+
+    async def aclose(self, timeout: float = 5.0, *, disconnected: bool = False) -> None:
+        """Stop the tool (its ``finally`` runs) and wait for it, at most ``timeout`` s.
+
+        ``disconnected``: the binding closes the stream because its client went
+        away; a tool stopped by it is counted with the outcome ``disconnected``
+        (``mcplite_calls_total``).
+        """
+        self._finished = self._closed = True
+        self._items.clear()
+        _wake(self._writer)
+        task = self._task
+        if not task.done():
+            if disconnected and not self._released and METRICS.on:
+                elapsed = time.perf_counter() - self._t0
+                METRICS.call(self._context.binding, self.tool.name, "disconnected", elapsed)
+            task.cancel()
+            await asyncio.wait((task,), timeout=timeout)
+
+
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
+#: The ``tool`` label of a call to a name that is not served (never the name itself:
+#: a client could make the label set grow without bound).
+_UNKNOWN = "(unknown)"
+
+
+def _closest(name: str, names: list[str]) -> str | None:
+    """The name in ``names`` closest to ``name`` (A.5's suggestion), if any is close.
+
+    A name containing the request (or contained in it) wins; otherwise the best
+    similarity ratio of at least 0.3, which still catches a wrong word in a long
+    name while leaving unrelated names unsuggested.
+    """
+    lowered = name.lower()
+    contains = [n for n in names if lowered and (lowered in n or n in lowered)]
+    if contains:
+        return min(contains, key=lambda n: abs(len(n) - len(name)))
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.3)
+    return close[0] if close else None
+
+
+def _unwrap(outcome: Result | MCPLiteError) -> Result:
+    if isinstance(outcome, MCPLiteError):
+        raise outcome
+    return outcome
+
+
+async def _wait_done(fut: asyncio.Future[Any], timeout: float) -> bool:
+    """Wait for ``fut`` up to ``timeout`` seconds without cancelling it."""
+    if fut.done():
+        return True
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def release(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    handle = loop.call_later(timeout, release)
+    fut.add_done_callback(release)
+    try:
+        await waiter
+    finally:
+        handle.cancel()
+        fut.remove_done_callback(release)
+    return fut.done()

@@ -1,0 +1,436 @@
+"""Running a server: resolve what the core must be given, start the bindings,
+drain them on SIGINT/SIGTERM.  ``cli.py`` only parses arguments and calls this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import errno
+import gc
+import logging
+import os
+import secrets
+import signal
+import socket
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from .._version import __version__
+from ..auth import Auth, StaticTokens, auth_from_config
+from ..bindings.base import Binding
+from ..core.config import Config
+from ..core.dispatch import Dispatcher
+from ..core.promises import PromiseStore
+from ..core.prompts import Prompts
+from ..core.resources import Resources
+from ..core.tools import Tools
+from .logs import ACCESS
+from .metrics import METRICS, Health, MetricsServer
+
+__all__ = [
+    "ServeError",
+    "fit_connections_to_fd_limit",
+    "promise_store",
+    "raise_fd_limit",
+    "resolve_secret",
+    "serve",
+]
+
+log = logging.getLogger("mcplite")
+
+
+class ServeError(Exception):
+    """The server cannot start as configured; ``status`` is the exit status."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def promise_store(config: Config) -> PromiseStore | None:
+    """The store ``config.promise_store`` names (None: the dispatcher's own memory
+    store).  Raises :class:`ServeError` for a URL no store takes."""
+    if config.promise_store in ("memory://", ""):
+        return None
+    from ..stores import open_store
+
+    try:
+        return open_store(
+            config.promise_store,
+            ttl=config.promise_ttl,
+            max_entries=config.max_promises,
+            retry_after=config.retry_after,
+        )
+    except (ValueError, ImportError) as exc:
+        raise ServeError(f"--promise-store: {exc}") from None
+
+
+def resolve_secret(
+    config: Config,
+    random_means: str = "using a random one; promise tokens will not survive a restart",
+) -> Config:
+    """``config`` with its promise secret settled: ``--secret``, else
+    ``$MCPLITE_SECRET``, else a random one (tokens then die with the process: said
+    once, as a warning that ends with ``random_means``)."""
+    if config.secret is not None:
+        return config
+    env = os.environ.get("MCPLITE_SECRET")
+    if env:
+        return dataclasses.replace(config, secret=env.encode())
+    log.warning("no promise secret given (--secret or MCPLITE_SECRET): %s", random_means)
+    return dataclasses.replace(config, secret=secrets.token_bytes(32))
+
+
+async def serve(
+    tools: Tools,
+    config: Config,
+    *,
+    prompts: Prompts | None = None,
+    resources: Resources | None = None,
+    reuse_port: bool = False,
+    sockets: dict[str, socket.socket] | None = None,
+    announce: Callable[[int, list[str]], None] | None = None,
+) -> None:
+    """Run every enabled binding until SIGINT/SIGTERM, then shut down gracefully:
+    drain every binding within ``config.grace``, close them, close the core.
+    ``prompts`` and ``resources`` are served on the MCP endpoint.
+
+    ``reuse_port`` binds with SO_REUSEPORT (the workers of :mod:`mcplite.ops.workers`
+    share their ports so).  ``sockets`` maps a binding's name ("HTTP", "gRPC") to an
+    already bound, listening socket it serves instead of binding its address (the
+    workers' fallback where SO_REUSEPORT does not spread connections).  ``announce``,
+    when given, is told the tool count and the URLs once every binding listens,
+    instead of the "serving" log line."""
+    if config.http is None and config.grpc is None:
+        raise ServeError("both bindings are off: nothing to serve")
+    config = resolve_secret(config)
+    config = fit_connections_to_fd_limit(config, raise_fd_limit())
+    auth = await start_auth(config)
+    dispatcher = Dispatcher(tools, config, promises=promise_store(config), auth=auth)
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_AcceptErrorsOnce())
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    bindings: list[Binding] = []
+    health = Health()
+    metrics: MetricsServer | None = None
+    try:
+        if config.metrics is not None:
+            metrics = await start_metrics(config.metrics, health)
+            watch(dispatcher, bindings, health)
+        for binding, address in _bindings(dispatcher, config, prompts, resources):
+            host, port = address
+            sock = (sockets or {}).get(binding.name)
+            _guard_accept(await _listen(binding, host, port, reuse_port, sock))
+            bindings.append(binding)
+    except BaseException:
+        await asyncio.gather(*(b.close() for b in bindings))
+        if metrics is not None:
+            await metrics.close()
+        await dispatcher.close()
+        raise
+    health.listening = True
+    # What start-up made lives as long as the process: out of the collector's way,
+    # so that no full collection walks it in the middle of a request (p99).
+    gc.collect()
+    gc.freeze()
+    count, urls = len(dispatcher.tool_definitions()), [b.url() for b in bindings]
+    if metrics is not None:
+        urls.append(metrics.url())
+    if announce is not None:
+        announce(count, urls)
+    else:
+        log.info("mcplite %s serving %d tools on %s", __version__, count, " and ".join(urls))
+    await stop.wait()
+    health.draining = True  # /readyz says so at once: a load balancer stops sending
+    log.info("shutting down: finishing in-flight calls (grace %ss)", config.grace)
+    await asyncio.gather(*(b.drain(config.grace) for b in bindings))
+    await asyncio.gather(*(b.close() for b in bindings))
+    if metrics is not None:
+        await metrics.close()
+    await dispatcher.close()
+    log.info("stopped")
+    ACCESS.flush()
+
+
+async def start_metrics(address: tuple[str, int], health: Health) -> MetricsServer:
+    """The ``--metrics`` listener, started (counting starts with it)."""
+    server = MetricsServer(METRICS, health)
+    try:
+        await server.start(*address)
+    except OSError as exc:
+        raise ServeError(f"--metrics {address[0]}:{address[1]}: {exc.strerror or exc}") from None
+    return server
+
+
+def watch(dispatcher: Dispatcher, bindings: list[Binding], health: Health) -> None:
+    """The gauges and the readiness check of a serving process."""
+
+    def connections() -> list[tuple[dict[str, str], float]]:
+        out = []
+        for binding in bindings:
+            count = getattr(binding, "connection_count", None)
+            if count is not None:
+                out.append(({"binding": binding.name.lower()}, float(count())))
+        return out
+
+    METRICS.gauge(
+        "mcplite_calls_in_flight",
+        "Calls and streams running now.",
+        lambda: [({}, dispatcher.active)],
+    )
+    METRICS.gauge(
+        "mcplite_streams_open", "Streamed calls open now.", lambda: [({}, dispatcher.streams)]
+    )
+    METRICS.gauge(
+        "mcplite_promises_pending",
+        "Promises this process is running.",
+        lambda: [({}, dispatcher.pending_promises)],
+    )
+    METRICS.gauge("mcplite_connections_open", "Open connections, by binding.", connections)
+
+    async def store() -> str | None:
+        try:
+            await dispatcher.promises.has_room()
+        except Exception as exc:
+            return f"promise store unreachable ({type(exc).__name__})"
+        return None
+
+    health.checks.append(store)
+
+
+async def start_auth(config: Config) -> Auth | None:
+    """The authentication ``config`` asks for, its verifiers started (an OAuth
+    issuer's keys fetched), and the TLS files checked; raises ServeError."""
+    try:
+        config.server_ssl_context()
+    except (OSError, ValueError) as exc:
+        text = str(exc)
+        text = "client-ca" + text[len("client_ca") :] if text.startswith("client_ca") else text
+        raise ServeError(f"TLS: --{text}") from None
+    try:
+        auth = auth_from_config(config)
+    except (ValueError, ImportError) as exc:
+        raise ServeError(str(exc)) from None
+    if auth is None:
+        if config.http is not None and config.http[0] not in _LOOPBACK:
+            log.warning(
+                "auth is off and HTTP listens beyond loopback: anyone who reaches "
+                "the port can call every tool (see --auth-tokens, --oauth-issuer)"
+            )
+        return None
+    for authenticator in auth.authenticators:
+        start = getattr(authenticator, "start", None)
+        if start is not None:
+            await start()
+    kinds = [
+        f"{len(a)} static tokens" if isinstance(a, StaticTokens) else "OAuth access tokens"
+        for a in auth.authenticators
+    ]
+    log.info(
+        "auth on: %s; discovery %s%s",
+        " and ".join(kinds),
+        "open" if auth.open_discovery else "needs a token",
+        f"; {auth.limiter.rate:g} requests/s per caller" if auth.limiter else "",
+    )
+    return auth
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def _bindings(
+    dispatcher: Dispatcher,
+    config: Config,
+    prompts: Prompts | None = None,
+    resources: Resources | None = None,
+) -> list[tuple[Binding, tuple[str, int]]]:
+    """Each enabled binding with its address (gRPC is imported only when served)."""
+    from ..bindings.http import HttpServer
+
+    out: list[tuple[Binding, tuple[str, int]]] = []
+    if config.http is not None:
+        http = HttpServer(dispatcher, config, prompts=prompts, resources=resources)
+        out.append((http, config.http))
+    if config.grpc is not None:
+        from ..bindings.grpc.service import GrpcServer
+
+        out.append((GrpcServer(dispatcher, config, prompts=prompts), config.grpc))
+    return out
+
+
+async def _listen(
+    binding: Binding,
+    host: str,
+    port: int,
+    reuse_port: bool = False,
+    sock: socket.socket | None = None,
+) -> Any:
+    try:
+        if sock is not None:
+            return await binding.start(sock=sock)
+        return await binding.start(host, port, reuse_port=reuse_port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ServeError(
+            f"cannot listen for {binding.name} on {host}:{port}: {reason}", 1
+        ) from None
+
+
+# --- open files -------------------------------------------------------------------------
+#
+# Each connection holds a file descriptor.  Without care, a few hundred silent
+# clients use up the soft RLIMIT_NOFILE (often 1024), accept() then fails with
+# EMFILE on every listener, and asyncio logs that error in a storm.  So: raise the
+# soft limit to the hard one, keep the connection caps within it, and when the
+# limit is reached anyway (a tool holding files), pause accepting quietly.
+
+#: File descriptors kept out of the connection caps: the listeners, the event loop,
+#: logs, files that tools open, and connections accepted only to be refused.
+FD_RESERVE = 32
+#: Connections one listener accepts in one turn of the event loop.  asyncio's accept
+#: loop would take up to ``backlog`` (1,024 for both bindings) in one turn, each
+#: an open file descriptor before any cap can refuse it, and a refused one is closed
+#: only a few turns later: a burst of connections beyond the caps would then run
+#: past FD_RESERVE into EMFILE.  The rest wait in the kernel's queue for the next turn.
+ACCEPTS_PER_TURN = 16
+#: accept() errors meaning "out of file descriptors or memory", after which asyncio
+#: stops accepting on that listener for a second.
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def raise_fd_limit() -> int | None:
+    """Raise the soft open-file limit to the hard one; return the soft limit (None:
+    unlimited, or no ``resource`` module on this platform)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # e.g. macOS refuses an unlimited soft limit
+            log.debug("could not raise the open-file limit from %s to %s", soft, hard)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _open_fds() -> int:
+    for directory in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(directory))
+        except OSError:
+            continue
+    return 16
+
+
+def fit_connections_to_fd_limit(config: Config, fd_limit: int | None) -> Config:
+    """``config`` with the connection caps of the bindings it serves lowered, in
+    proportion, so that together they fit in ``fd_limit`` with a reserve; says so once."""
+    http_cap = config.max_connections if config.http is not None else 0
+    grpc_cap = config.grpc_max_connections if config.grpc is not None else 0
+    total = http_cap + grpc_cap
+    if fd_limit is None or not total:
+        return config
+    # Reserved too: what the listeners may have accepted beyond the caps in the
+    # turns before a refused connection's descriptor is closed (about four).
+    reserve = max(FD_RESERVE, fd_limit // 8) + 4 * ACCEPTS_PER_TURN
+    budget = fd_limit - _open_fds() - reserve
+    if total <= budget:
+        return config
+    if budget < (http_cap > 0) + (grpc_cap > 0):
+        raise ServeError(
+            f"the open-file limit ({fd_limit}) leaves no room for connections; "
+            "raise it (ulimit -n)",
+            1,
+        )
+    http_fit = max(1, http_cap * budget // total) if http_cap else config.max_connections
+    grpc_fit = max(1, grpc_cap * budget // total) if grpc_cap else config.grpc_max_connections
+    served = [
+        f"{n} {kind}"
+        for n, kind, on in ((http_fit, "HTTP", http_cap), (grpc_fit, "gRPC", grpc_cap))
+        if on
+    ]
+    log.warning(
+        "the open-file limit (%d) cannot hold %d connections: serving at most %s "
+        "(raise it with ulimit -n to serve more)",
+        fd_limit,
+        total,
+        " and ".join(served),
+    )
+    return dataclasses.replace(config, max_connections=http_fit, grpc_max_connections=grpc_fit)
+
+
+#: Listening sockets whose accept() just failed for lack of resources.
+_failed_accepts: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+_accepted: weakref.WeakKeyDictionary[socket.socket, int] = weakref.WeakKeyDictionary()
+
+
+class _Listener(socket.socket):
+    """A listening socket that ends asyncio's accept loop at the first EMFILE, and
+    after :data:`ACCEPTS_PER_TURN` connections.
+
+    On such an error asyncio (3.11-3.13) pauses the listener for a second but goes
+    on calling accept() up to ``backlog`` times in the same turn, logging the error
+    and scheduling one more resume each time; the resumes then multiply into a storm
+    of log lines and wasted turns.  After one failure this raises BlockingIOError,
+    which ends that loop.
+    """
+
+    __slots__ = ()
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        if self in _failed_accepts:
+            _failed_accepts.discard(self)
+            raise BlockingIOError(errno.EAGAIN, "accepting paused")
+        taken = _accepted.get(self, 0)
+        if taken >= ACCEPTS_PER_TURN:
+            raise BlockingIOError(errno.EAGAIN, "the rest in the next turn")
+        if not taken:  # the count starts again in the next turn
+            asyncio.get_running_loop().call_soon(_accepted.pop, self, None)
+        _accepted[self] = taken + 1
+        try:
+            return super().accept()
+        except OSError as exc:
+            if exc.errno in _OUT_OF_RESOURCES:
+                _failed_accepts.add(self)
+            raise
+
+
+def _guard_accept(server: asyncio.AbstractServer) -> None:
+    """Make the listening sockets of ``server`` :class:`_Listener` ones."""
+    for sock in getattr(server, "_sockets", None) or ():  # asyncio.Server's own sockets
+        if type(sock) is socket.socket:
+            sock.__class__ = _Listener
+
+
+class _AcceptErrorsOnce:
+    """The loop's exception handler: an accept() that failed for lack of file
+    descriptors is one warning a minute, not a traceback each time; the rest goes
+    to asyncio's default handler."""
+
+    every = 60.0
+
+    def __init__(self) -> None:
+        self._said_at: float | None = None
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if not (
+            isinstance(exc, OSError) and exc.errno in _OUT_OF_RESOURCES and "socket" in context
+        ):
+            loop.default_exception_handler(context)
+            return
+        now = loop.time()
+        if self._said_at is None or now - self._said_at >= self.every:
+            self._said_at = now
+            log.warning(
+                "out of file descriptors (%s): not accepting new connections until some "
+                "close; raise the open-file limit (ulimit -n) or lower the connection caps",
+                exc.strerror or exc,
+            )

@@ -1,0 +1,256 @@
+"""The rules of MCP's two revisions, with no I/O.
+
+**2026-07-28** is stateless: every request carries ``params._meta`` with
+``io.modelcontextprotocol/protocolVersion`` and ``.../clientCapabilities``, and
+over HTTP the ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers
+repeat what the body says.  **2025-11-25** (and 2025-06-18, 2025-03-26) starts
+with ``initialize``; a stateless server answers every request on its own.
+
+A request is checked in this order (what the official suite requires):
+``_meta`` (400, -32602), headers (400, -32020), version (400, -32022), method
+(404, -32601), client capabilities (400, -32021), then the handler.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+from ...core.errors import InvalidParams, MCPLiteError
+
+__all__ = [
+    "BASE64_OPEN",
+    "CAPABILITIES_KEY",
+    "CLIENT_INFO_KEY",
+    "LEGACY_VERSIONS",
+    "LOG_LEVEL_KEY",
+    "MODERN_VERSION",
+    "SERVER_INFO_KEY",
+    "SUBSCRIPTION_ID_KEY",
+    "TASKS_EXTENSION",
+    "VERSION_KEY",
+    "HeaderMismatch",
+    "MissingCapability",
+    "UnsupportedVersion",
+    "decode_header_value",
+    "http_status",
+    "invalid_meta",
+]
+
+MODERN_VERSION: Final = "2026-07-28"
+#: Revisions reached through ``initialize``, newest first.
+LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
+
+VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+
+
+class HeaderMismatch(MCPLiteError):
+    """An MCP header is missing, malformed or disagrees with the body."""
+
+    jsonrpc_code = -32020
+    grpc_status = 3
+    default_message = "Header mismatch"
+
+
+class MissingCapability(MCPLiteError):
+    """The request needs a client capability this request did not declare."""
+
+    jsonrpc_code = -32021
+    grpc_status = 9
+    default_message = "Missing required client capability"
+
+    def __init__(self, what: str, required: Mapping[str, Any]) -> None:
+        super().__init__(
+            f"Missing required client capability: {what}",
+            {"requiredCapabilities": dict(required)},
+        )
+
+
+class UnsupportedVersion(MCPLiteError):
+    """``_meta`` names a protocol version this server does not speak."""
+
+    jsonrpc_code = -32022
+    grpc_status = 3
+    default_message = "Unsupported protocol version"
+
+    def __init__(self, requested: Any) -> None:
+        super().__init__(
+            "Unsupported protocol version",
+            {"supported": [MODERN_VERSION], "requested": requested},
+        )
+
+
+#: HTTP status of a JSON-RPC error to a 2026-07-28 request on the MCP endpoint
+#: (the official server's table); any other code is answered 200.
+_HTTP_STATUS: Final[dict[int, int]] = {
+    -32700: 400,
+    -32600: 400,
+    -32602: 400,
+    -32020: 400,
+    -32021: 400,
+    -32022: 400,
+    -32601: 404,
+    -32041: 401,  # unauthenticated (auth on)
+    -32043: 403,  # insufficient scope
+}
+
+
+#: The same for a 2025 request.  That revision's status table is only for bodies
+#: the transport cannot take (not JSON, not a JSON-RPC message) and for auth:
+#: every error a method answers goes out with 200, as the official server sends
+#: it.  A 404 there means "your session is gone", and a 400 makes clients (mcp
+#: 1.x, langchain-mcp-adapters, the TypeScript SDK) drop the session or lose the
+#: JSON-RPC error behind an HTTP one.
+_LEGACY_HTTP_STATUS: Final[dict[int, int]] = {
+    -32700: 400,
+    -32600: 400,
+    -32041: 401,
+    -32043: 403,
+}
+
+
+def http_status(error: MCPLiteError, modern: bool = True) -> int:
+    """The HTTP status of ``error`` answering a request of the given revision."""
+    return (_HTTP_STATUS if modern else _LEGACY_HTTP_STATUS).get(error.jsonrpc_code, 200)
+
+
+class _MetaError(InvalidParams):
+    reason: ClassVar[str | None] = None
+
+
+def invalid_meta(params: Any) -> tuple[str, Mapping[str, Any], dict[str, Any]] | MCPLiteError:
+    """``(version, client capabilities, _meta)`` of a 2026 request, or the -32602
+    error saying what is missing."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return InvalidParams("Invalid params: params._meta is required", {"field": "_meta"})
+    version = meta.get(VERSION_KEY)
+    if not isinstance(version, str):
+        return InvalidParams(
+            f"Invalid params: _meta[{VERSION_KEY!r}] is required", {"field": VERSION_KEY}
+        )
+    capabilities = meta.get(CAPABILITIES_KEY)
+    if not isinstance(capabilities, dict):
+        return InvalidParams(
+            f"Invalid params: _meta[{CAPABILITIES_KEY!r}] is required", {"field": CAPABILITIES_KEY}
+        )
+    return version, capabilities, meta
+
+
+#: How a header value in base64 starts and ends (``=?base64?...?=``).
+BASE64_OPEN, _B64_CLOSE = "=?base64?", "?="
+
+
+def decode_header_value(value: str) -> str:
+    """A header value as the body would hold it: ``=?base64?...?=`` decoded
+    (strictly: padding and alphabet), anything else literal.  Raises
+    :class:`HeaderMismatch` for a malformed base64 form."""
+    if not (value.startswith(BASE64_OPEN) and value.endswith(_B64_CLOSE)):
+        return value
+    encoded = value[len(BASE64_OPEN) : -len(_B64_CLOSE)]
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+        if base64.b64encode(raw).decode("ascii") != encoded:
+            raise ValueError("not canonical")
+        return raw.decode("utf-8")
+    except (binascii.Error, ValueError) as exc:
+        raise HeaderMismatch(f"Header mismatch: malformed base64 header value ({exc})") from None
+
+
+#: Which param ``Mcp-Name`` repeats, per method.
+NAME_PARAMS: Final[dict[str, str]] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+#: Methods whose ``Mcp-Name`` may be left out (but must match when sent).  The
+#: core revision names only tools/call, prompts/get and resources/read; the tasks
+#: extension adds the ``tasks/*`` methods, and its clients in the wild (fastmcp
+#: tasks, pydantic-ai) poll without the header.  The official server and
+#: fastmcp's own accept that and refuse only a mismatch: so do we.
+NAME_OPTIONAL: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+
+
+def check_headers(
+    headers: Mapping[str, str], version: str, method: str, params: Mapping[str, Any]
+) -> None:
+    """The 2026 header rules over HTTP; raises :class:`HeaderMismatch`.
+
+    ``headers`` has lowercase names (values are case-sensitive).
+    """
+    header_version = headers.get("mcp-protocol-version")
+    if header_version is None:
+        raise HeaderMismatch("Header mismatch: MCP-Protocol-Version header is required")
+    if header_version != version:
+        raise HeaderMismatch(
+            f"Header mismatch: MCP-Protocol-Version header {header_version!r} does not "
+            f"match _meta protocolVersion {version!r}"
+        )
+    header_method = headers.get("mcp-method")
+    if header_method is None:
+        raise HeaderMismatch("Header mismatch: Mcp-Method header is required")
+    if header_method != method:
+        raise HeaderMismatch(
+            f"Header mismatch: Mcp-Method header {header_method!r} does not match method {method!r}"
+        )
+    name_param = NAME_PARAMS.get(method)
+    if name_param is not None:
+        header_name = headers.get("mcp-name")
+        if header_name is None:
+            if method in NAME_OPTIONAL:
+                return
+            raise HeaderMismatch("Header mismatch: Mcp-Name header is required")
+        expected = params.get(name_param)
+        if (header_name != expected or header_name.startswith(BASE64_OPEN)) and (
+            decode_header_value(header_name.strip()) != expected
+        ):
+            raise HeaderMismatch(
+                f"Header mismatch: Mcp-Name header does not match params.{name_param}"
+            )
+
+
+def header_params(schema: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``(argument, header name)`` of each property whose schema says ``x-mcp-header``."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return ()
+    return tuple(
+        (name, prop["x-mcp-header"])
+        for name, prop in properties.items()
+        if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str)
+    )
+
+
+def check_param_headers(
+    headers: Mapping[str, str],
+    params: tuple[tuple[str, str], ...],
+    arguments: Mapping[str, Any],
+) -> None:
+    """``Mcp-Param-*`` headers for the arguments :func:`header_params` named."""
+    for name, header in params:
+        sent = headers.get("mcp-param-" + header.lower())
+        value = arguments.get(name)
+        if value is None:
+            if sent is not None:
+                raise HeaderMismatch(
+                    f"Header mismatch: Mcp-Param-{header} sent without a value in arguments"
+                )
+            continue
+        if sent is None:
+            raise HeaderMismatch(f"Header mismatch: Mcp-Param-{header} header is required")
+        expected = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if decode_header_value(sent.strip()) != expected:
+            raise HeaderMismatch(
+                f"Header mismatch: Mcp-Param-{header} does not match arguments.{name}"
+            )
