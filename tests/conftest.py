@@ -199,8 +199,12 @@ def start_server(
 
     async def boot() -> tuple[Dispatcher, HttpServer, Any]:
         from mcplite.auth import auth_from_config  # on when config names tokens (or OAuth)
+        from mcplite.ops.logs import ACCESS
+        from mcplite.ops.metrics import METRICS
 
-        dispatcher = Dispatcher(tools, config, auth=auth_from_config(config, {}))
+        # As `mcplite serve` assembles it: the metrics and the access log attached.
+        auth = auth_from_config(config, {})
+        dispatcher = Dispatcher(tools, config, auth=auth, metrics=METRICS, access_log=ACCESS)
         http = HttpServer(dispatcher, config)
         await http.start("127.0.0.1", 0)
         grpc_server = None

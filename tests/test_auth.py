@@ -62,6 +62,7 @@ from oauth_support import LocalIssuer, new_rsa_key
 from test_mcp_http import LEGACY, WITH_TASKS, modern_headers, modern_message
 
 from mcplite import Config, Dispatcher
+from mcplite.auth import Auth
 from mcplite.bindings.grpc.service import GrpcServer
 from mcplite.bindings.http import HttpServer
 from mcplite.core.wire import ERROR_DATA_KEY
@@ -1302,7 +1303,7 @@ def test_a_key_rotated_in_after_start_is_fetched_and_accepted(issuer: Any) -> No
     the CLI has no knob for it, so this server's interval is set to 0.)"""
 
     def no_refetch_interval(dispatcher: Dispatcher) -> None:
-        assert dispatcher.auth is not None
+        assert isinstance(dispatcher.auth, Auth)
         for verifier in dispatcher.auth.authenticators:
             if hasattr(verifier, "min_refresh_interval"):
                 verifier.min_refresh_interval = 0.0

@@ -31,7 +31,6 @@ from mcplite import (
     Tools,
     __version__,
 )
-from mcplite.auth import Auth
 from mcplite.bindings.grpc import create_server
 from mcplite.bindings.grpc.service import (
     ERROR_DATA_KEY,
@@ -39,6 +38,8 @@ from mcplite.bindings.grpc.service import (
     GrpcServer,
     MCPLiteService,
 )
+from mcplite.core.authorize import Gate
+from mcplite.core.observe import QUIET, AccessLog, Metrics
 from mcplite.protocols.protobuf import encode_tool_request
 
 TIMEOUT = 10.0  # seconds: the bound of every wait in this file
@@ -453,7 +454,9 @@ async def test_the_committed_betterproto_client_works(server: ServerThread) -> N
 
 def test_the_service_maps_the_three_spec_methods() -> None:
     class NoDispatcher:
-        auth: Auth | None = None
+        auth: Gate | None = None
+        metrics: Metrics = QUIET
+        access_log: AccessLog = QUIET
 
         def tool_definitions(self, context: Any = None) -> list[dict[str, Any]]:
             return []

@@ -1,5 +1,13 @@
-"""The house's layering, checked: the core and the client import no binding, the
-client imports no server module, and no module imports the package root."""
+"""The house's layering, checked from the source and from what an import loads.
+
+By directory (``mcplite/<dir>/``): the core imports nothing of the others and
+only the standard library; the protocols only the core; the bindings the
+protocols and the core; ``auth`` and ``stores`` the core; the client no server
+module on any path.  ``ops`` (serve, CLI, workers, metrics, logs) may use all of
+them and nothing imports it.  Across the package: no import cycle, no
+``_private`` name imported from another module, no module over 700 lines, and
+no module imports the package root.
+"""
 
 from __future__ import annotations
 
@@ -7,37 +15,227 @@ import ast
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcplite"
 
-#: Modules a binding is made of; the core and the client must not import them.
-BINDINGS = ("mcplite.bindings.http", "mcplite.bindings.grpc", "h11", "grpclib")
-#: The transport-free core.
-CORE = (
-    "authorize",
-    "config",
-    "context",
-    "dispatch",
-    "envelope",
-    "errors",
-    "hints",
-    "jsonvalues",
-    "jsonrpc",
-    "metadata",
-    "methods",
-    "outcomes",
-    "promises",
-    "runner",
-    "schema",
-    "schemarefs",
-    "tokens",
-    "tools",
-    "wire",
+#: What each layer may import of the package (besides itself); None: anything.
+ALLOWED: dict[str, tuple[str, ...] | None] = {
+    "core": ("mcplite._version",),
+    "protocols": ("mcplite._version", "mcplite.core"),
+    "bindings": ("mcplite._version", "mcplite.core", "mcplite.protocols"),
+    "auth": ("mcplite._version", "mcplite.core"),
+    "stores": ("mcplite._version", "mcplite.core"),
+    # The client shares the wire constants, the outcome types and the protobuf codec.
+    "client": (
+        "mcplite._version",
+        "mcplite.core.wire",
+        "mcplite.core.outcomes",
+        "mcplite.protocols.protobuf",
+        "mcplite.protocols._proto",
+    ),
+    "ops": None,
+    "demo": None,
+}
+#: What each layer may import from outside the package besides the standard library.
+THIRD_PARTY: dict[str, tuple[str, ...]] = {
+    "core": (),
+    "protocols": ("betterproto",),
+    "bindings": ("h11", "h2", "hpack", "grpclib", "multidict", "betterproto"),
+    "client": ("h11", "h2", "grpclib", "multidict", "certifi"),
+}
+#: Modules of the package that only running a server needs.
+SERVER_SIDE = (
+    "mcplite.bindings",
+    "mcplite.ops",
+    "mcplite.auth",
+    "mcplite.stores",
+    "mcplite.core.dispatch",
+    "mcplite.core.runner",
+    "mcplite.core.promises",
+    "mcplite.protocols.mcp",
+    "mcplite.protocols.jsonrpc",
+    "grpclib.server",
 )
+MAX_LINES = 700
 
 
-def _loaded_after_import(module: str) -> list[str]:
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, "mcplite.core.dispatch"
+    target: str  # the module imported, resolved: "mcplite.core.errors", "h11"
+    names: tuple[str, ...]
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _sources() -> dict[str, Path]:
+    return {
+        _module_name(p): p
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if "_proto" not in p.relative_to(PACKAGE).parts
+    }
+
+
+def _imports(name: str, path: Path, *, runtime_only: bool = False) -> list[Import]:
+    """Every import of ``path``, resolved; ``runtime_only`` leaves out those under
+    ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(n) for n in ast.walk(node))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if runtime_only and id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [Import(name, a.name, (), node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append(Import(name, target, tuple(a.name for a in node.names), node.lineno))
+    return found
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    offenders = []
+    for name, path in _sources().items():
+        layer = _layer(name)
+        allowed = ALLOWED.get(layer) if layer else None
+        if allowed is None:
+            continue
+        own = f"mcplite.{layer}"
+        for imp in _imports(name, path):
+            targets = [imp.target]
+            # `from ..core import wire` imports the module mcplite.core.wire.
+            targets += [f"{imp.target}.{n}" for n in imp.names]
+            if not imp.target.startswith("mcplite"):
+                continue
+            if _within(imp.target, (own, *allowed)) or any(
+                _within(t, allowed) for t in targets[1:]
+            ):
+                continue
+            offenders.append(f"{name}:{imp.line} imports {imp.target} {imp.names}")
+    assert offenders == []
+
+
+def test_the_core_protocols_and_bindings_use_only_the_libraries_their_layer_names() -> None:
+    stdlib = sys.stdlib_module_names
+    offenders = []
+    for name, path in _sources().items():
+        layer = _layer(name)
+        if layer not in THIRD_PARTY:
+            continue
+        allowed = THIRD_PARTY[layer]
+        for imp in _imports(name, path, runtime_only=True):
+            top = imp.target.partition(".")[0]
+            if top in ("mcplite", "__future__") or top in stdlib or top in allowed:
+                continue
+            offenders.append(f"{name}:{imp.line} imports {imp.target}")
+    assert offenders == []
+
+
+def test_nothing_imports_ops() -> None:
+    offenders = [
+        f"{name}:{imp.line}"
+        for name, path in _sources().items()
+        if _layer(name) != "ops"
+        for imp in _imports(name, path)
+        if _within(imp.target, ("mcplite.ops",))
+        and name not in ("mcplite.__main__", "mcplite.testing")
+    ]
+    assert offenders == []
+
+
+def test_there_is_no_import_cycle() -> None:
+    sources = _sources()
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        edges = set()
+        for imp in _imports(name, path, runtime_only=True):
+            # `from . import sse` depends on the submodule, not on the package's __init__.
+            submodules = {f"{imp.target}.{n}" for n in imp.names} & sources.keys()
+            for target in submodules or {imp.target}:
+                if target in sources and target != name:
+                    edges.add(target)
+        graph[name] = edges
+
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    sources = _sources()
+    offenders = [
+        f"{name}:{imp.line} takes {n} from {imp.target}"
+        for name, path in sources.items()
+        for imp in _imports(name, path)
+        if imp.target.startswith("mcplite")
+        for n in imp.names
+        if n.startswith("_") and not n.startswith("__")
+    ]
+    assert offenders == []
+
+
+def test_no_module_is_over_700_lines() -> None:
+    sizes = {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, path in _sources().items()
+    }
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_no_module_imports_the_package_root() -> None:
+    offenders = []
+    submodules = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if p.is_dir()
+    }
+    for name, path in _sources().items():
+        if name in ("mcplite", "mcplite.__main__"):
+            continue
+        for imp in _imports(name, path):
+            # `from .. import wire` names a submodule, not the root's contents.
+            if imp.target == "mcplite" and not set(imp.names) <= submodules:
+                offenders.append(f"{name}:{imp.line}")
+    assert offenders == []
+
+
+def _loaded_after_import(module: str, env: dict[str, str] | None = None) -> list[str]:
     code = f"import json, sys; import {module}; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
@@ -46,45 +244,30 @@ def _loaded_after_import(module: str) -> list[str]:
     return loaded
 
 
-def _offenders(loaded: list[str], forbidden: tuple[str, ...]) -> list[str]:
-    return [m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden)]
+@pytest.mark.parametrize("module", ["mcplite.client", "mcplite.client.sync"])
+def test_importing_the_client_loads_no_server_module(module: str) -> None:
+    loaded = _loaded_after_import(module)
+    assert [m for m in loaded if _within(m, SERVER_SIDE)] == []
 
 
-def test_importing_the_core_loads_no_binding() -> None:
-    for name in CORE:
-        loaded = _loaded_after_import(f"mcplite.{name}")
-        assert _offenders(loaded, BINDINGS) == [], name
-
-
-def test_importing_the_client_loads_no_server_module() -> None:
-    loaded = _loaded_after_import("mcplite.client")
-    server_side = (
-        *BINDINGS[:2],
-        "mcplite.core.dispatch",
-        "mcplite.core.runner",
-        "mcplite.core.promises",
+def test_a_grpc_call_from_the_client_loads_no_server_module() -> None:
+    code = (
+        "import json, sys\n"
+        "from mcplite.client import Client\n"
+        "Client('grpc://127.0.0.1:1')\n"
+        "import mcplite.client._grpc\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
     )
-    assert _offenders(loaded, server_side) == []
-    assert "grpclib.server" not in loaded
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = json.loads(out.stdout)
+    assert "grpclib.client" in loaded  # the gRPC path was really taken
+    assert [m for m in loaded if _within(m, SERVER_SIDE)] == []
 
 
-def test_no_module_imports_the_package_root() -> None:
-    offenders = []
-    for path in PACKAGE.rglob("*.py"):
-        if "_proto" in path.parts or (path.name == "__init__.py" and path.parent == PACKAGE):
-            continue
-        depth = len(path.relative_to(PACKAGE).parts)  # 1: mcplite/x.py, 2: mcplite/pkg/x.py
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                root_relative = node.level == depth and not node.module
-                root_absolute = node.level == 0 and node.module == "mcplite"
-                names = {alias.name for alias in node.names}
-                # `from .. import wire` names a submodule, not the root's contents.
-                submodules = {p.stem for p in PACKAGE.glob("*.py")} | {
-                    p.name for p in PACKAGE.iterdir() if p.is_dir()
-                }
-                if (root_relative or root_absolute) and not names <= submodules:
-                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-            elif isinstance(node, ast.Import) and any(a.name == "mcplite" for a in node.names):
-                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-    assert offenders == []
+def test_importing_the_core_loads_no_library() -> None:
+    for name in _sources():
+        if _layer(name) == "core":
+            loaded = _loaded_after_import(name)
+            assert [m for m in loaded if _within(m, ("h11", "h2", "grpclib", "betterproto"))] == []

@@ -56,7 +56,6 @@ __all__ = [
     "ScopePolicy",
     "StaticTokens",
     "auth_from_config",
-    "binding_of",
     "load_token_file",
 ]
 
@@ -149,13 +148,6 @@ def load_token_file(path: str) -> StaticTokens:
     return StaticTokens(entries)
 
 
-def binding_of(caller: Caller | None) -> bytes:
-    """What a promise token is bound to: the subject that created it (empty when
-    anonymous).  :class:`~mcplite.core.tokens.TokenSealer` mixes it into the MAC, so a
-    token redeemed by anyone else fails exactly as a forged one does."""
-    return b"" if caller is None else caller.subject.encode("utf-8", "surrogateescape")
-
-
 class RateLimiter:
     """A token bucket per identity: ``rate`` requests a second, bursts of ``burst``.
 
@@ -220,6 +212,10 @@ class Auth:
     @property
     def required(self) -> bool:
         return bool(self.authenticators)
+
+    def policy(self) -> ScopePolicy:
+        """The core's policy with this auth on: callers need the scopes a tool names."""
+        return ScopePolicy(self)
 
     def authenticate(
         self, authorization: str | None

@@ -39,7 +39,6 @@ import io
 import logging
 import os
 import selectors
-import signal
 import sys
 import threading
 import time
@@ -49,7 +48,6 @@ from typing import Any
 from .._version import __version__
 from ..core.config import Config
 from ..core.context import RequestContext
-from ..core.dispatch import Dispatcher
 from ..core.errors import (
     InternalError,
     InvalidRequest,
@@ -58,14 +56,10 @@ from ..core.errors import (
     ParseError,
     ShuttingDown,
 )
-from ..core.prompts import Prompts
-from ..core.resources import Resources
-from ..core.tools import Tools
-from ..ops.serve import promise_store, resolve_secret
 from ..protocols.jsonrpc import decode, encode
 from ..protocols.mcp.server import McpServer
 
-__all__ = ["StdioPipes", "StdioServer", "serve_stdio", "take_stdio"]
+__all__ = ["StdioPipes", "StdioServer", "run_stdio", "take_stdio"]
 
 log = logging.getLogger("mcplite")
 access_log = logging.getLogger("mcplite.access")
@@ -104,35 +98,13 @@ def take_stdio() -> StdioPipes:
     return pipes
 
 
-async def serve_stdio(
-    tools: Tools,
-    config: Config,
-    pipes: StdioPipes | None = None,
-    *,
-    prompts: Prompts | None = None,
-    resources: Resources | None = None,
-) -> None:
-    """Serve ``tools`` (and ``prompts`` and ``resources``, when given) as MCP on
-    ``pipes`` (default: fds 0 and 1) until the input ends or SIGINT/SIGTERM
-    arrives; then drain within ``config.grace`` and return.
+async def run_stdio(mcp: McpServer, pipes: StdioPipes, stop: asyncio.Event) -> None:
+    """Answer the MCP messages read from ``pipes`` until the input ends, the output
+    is gone or ``stop`` is set; then drain within the config's ``grace`` and return.
 
-    The pipes are closed on return.  The promise secret is resolved as ``serve``
-    does (``config.secret``, else ``$MCPLITE_SECRET``, else random, with a warning).
+    The pipes are closed on return; the dispatcher is not (its owner closes it).
     """
-    if pipes is None:
-        pipes = StdioPipes(os.dup(0), os.dup(1))
-    config = resolve_secret(config)
-    dispatcher = Dispatcher(tools, config, promises=promise_store(config))
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    signals = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            signals.append(sig)
-        except (ValueError, NotImplementedError, RuntimeError):  # not the main thread; Windows
-            pass
-    mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
+    config = mcp.dispatcher.config
     server = StdioServer(mcp, config)
     reader = _Input(pipes.stdin, config.max_body_size)
     output = _Output(pipes.stdout)
@@ -142,16 +114,12 @@ async def serve_stdio(
         log.info(
             "mcplite %s serving %d tools on stdio",
             __version__,
-            len(dispatcher.tool_definitions()),
+            len(mcp.dispatcher.tool_definitions()),
         )
         await server.run(reader.stream, output, stop)
     finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-        await dispatcher.close()
         await output.close()
         reader.close()
-    log.info("stopped")
 
 
 class StdioServer:

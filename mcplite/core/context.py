@@ -33,6 +33,13 @@ class Caller:
     claims: Mapping[str, Any] = field(default_factory=dict)
 
 
+def binding_of(caller: Caller | None) -> bytes:
+    """What a promise token is bound to: the subject that created it (empty when
+    anonymous).  :class:`~mcplite.core.tokens.TokenSealer` mixes it into the MAC, so a
+    token redeemed by anyone else fails exactly as a forged one does."""
+    return b"" if caller is None else caller.subject.encode("utf-8", "surrogateescape")
+
+
 @dataclass(slots=True)
 class RequestContext:
     """One request as the core sees it.

@@ -29,13 +29,12 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any
 
-from ..auth import Auth, ScopePolicy, binding_of
-from ..ops.metrics import METRICS
-from .authorize import AllowAll, Policy
+from .authorize import AllowAll, Gate, Policy
 from .config import Config
-from .context import IN_PROCESS, RequestContext
+from .context import IN_PROCESS, RequestContext, binding_of
 from .envelope import Result
 from .errors import InvalidArguments, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
+from .observe import QUIET, AccessLog, Metrics
 from .outcomes import Answer, Failure, Partial, ProgressUpdate, Promised
 from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
 from .runner import Runner, aggregate, internal_error, start_task
@@ -71,7 +70,9 @@ class Dispatcher:
         *,
         promises: PromiseStore | None = None,
         policy: Policy | None = None,
-        auth: Auth | None = None,
+        auth: Gate | None = None,
+        metrics: Metrics = QUIET,
+        access_log: AccessLog = QUIET,
     ) -> None:
         self.config = config = config or Config()
         secret = config.secret if config.secret is not None else secrets.token_bytes(32)
@@ -89,8 +90,11 @@ class Dispatcher:
         #: Authentication for the network bindings (None: off); see :mod:`mcplite.auth`.
         self.auth = auth if auth is not None and auth.required else None
         if policy is None:
-            policy = ScopePolicy(self.auth) if self.auth is not None else AllowAll()
+            policy = self.auth.policy() if self.auth is not None else AllowAll()
         self.policy: Policy = policy
+        #: Where calls are counted and requests logged (see :mod:`mcplite.core.observe`).
+        self.metrics = metrics
+        self.access_log = access_log
         self.runner = Runner(config.sync_workers)
         #: Names this process as the owner of the promises whose tasks it runs.
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
@@ -277,14 +281,16 @@ class Dispatcher:
             finally:
                 self.active -= 1
         except MCPLiteError as exc:
-            if METRICS.on:
+            metrics = self.metrics
+            if metrics.on:
                 label = name if name in self._tools else _UNKNOWN
                 elapsed = time.perf_counter() - t0
-                METRICS.call_error(context.binding, label, exc.jsonrpc_code, elapsed)
+                metrics.call_error(context.binding, label, exc.jsonrpc_code, elapsed)
             raise
-        if METRICS.on:
+        metrics = self.metrics
+        if metrics.on:
             kind = result.response_type.value
-            METRICS.call(context.binding, name, kind, time.perf_counter() - t0)
+            metrics.call(context.binding, name, kind, time.perf_counter() - t0)
         return result
 
     async def _call_with_deadline(
@@ -710,13 +716,15 @@ class ToolStream:
             # else is a system tool's (a promise store that fails): an internal error.
             error = exc if isinstance(exc, MCPLiteError) else internal_error(self.tool.name, exc)
             item = _StreamError(error)
-            if METRICS.on:
+            metrics = self._dispatcher.metrics
+            if metrics.on:
                 binding, name = self._context.binding, self.tool.name
-                METRICS.call_error(binding, name, error.jsonrpc_code, time.perf_counter() - t0)
+                metrics.call_error(binding, name, error.jsonrpc_code, time.perf_counter() - t0)
         else:
-            if METRICS.on and isinstance(item, Result):
+            metrics = self._dispatcher.metrics
+            if metrics.on and isinstance(item, Result):
                 kind = item.response_type.value
-                METRICS.call(self._context.binding, self.tool.name, kind, time.perf_counter() - t0)
+                metrics.call(self._context.binding, self.tool.name, kind, time.perf_counter() - t0)
         self._release()  # the tool is done: no longer a call in flight
         await self._put(item)
 
@@ -789,9 +797,10 @@ class ToolStream:
         _wake(self._writer)
         task = self._task
         if not task.done():
-            if disconnected and not self._released and METRICS.on:
+            metrics = self._dispatcher.metrics
+            if disconnected and not self._released and metrics.on:
                 elapsed = time.perf_counter() - self._t0
-                METRICS.call(self._context.binding, self.tool.name, "disconnected", elapsed)
+                metrics.call(self._context.binding, self.tool.name, "disconnected", elapsed)
             task.cancel()
             await asyncio.wait((task,), timeout=timeout)
 

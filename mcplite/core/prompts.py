@@ -48,7 +48,7 @@ from .errors import InternalError, InvalidParams, MCPLiteError
 from .hints import schema_for_function
 from .metadata import Icon, copy_icons, icons_of, title_of
 from .outcomes import Failure, InputRequired
-from .tools import Context, Listeners, _context_param
+from .tools import Context, Listeners, context_param_of
 
 __all__ = ["Message", "Prompt", "Prompts"]
 
@@ -293,7 +293,7 @@ class Prompts:
             raise ValueError(f"a prompt named {name!r} is already registered")
         title = title_of(title, f"prompt {name!r}")
         checked_icons = icons_of(icons, f"prompt {name!r}")
-        context_param = _context_param(fn)
+        context_param = context_param_of(fn)
         skip = () if context_param is None else (context_param,)
         schema = schema_for_function(fn, skip=skip)
         required = set(schema.get("required", ()))

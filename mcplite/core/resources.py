@@ -42,7 +42,7 @@ from .context import RequestContext
 from .errors import InternalError, InvalidParams
 from .metadata import Icon, copy_icons, icons_of, title_of
 from .prompts import context_for, invoke
-from .tools import Listeners, _context_param
+from .tools import Listeners, context_param_of
 
 __all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "Resources"]
 
@@ -246,7 +246,7 @@ class Resources:
         title = title_of(title, f"resource {uri!r}")
         checked_icons = icons_of(icons, f"resource {uri!r}")
         description = description or inspect.cleandoc(fn.__doc__ or "") or None
-        context_param = _context_param(fn)
+        context_param = context_param_of(fn)
         params = [p for p in inspect.signature(fn).parameters.values() if p.name != context_param]
         variables, pattern = _compile_template(uri)
         if not variables:

@@ -49,7 +49,17 @@ from .metadata import (
 from .outcomes import OUTCOME_TYPES, Partial, Promised
 from .schema import Checker, FieldError, SchemaError, compile_schema
 
-__all__ = ["ALWAYS", "NEVER", "Context", "Kind", "Listeners", "Progress", "Tool", "Tools"]
+__all__ = [
+    "ALWAYS",
+    "NEVER",
+    "Context",
+    "Kind",
+    "Listeners",
+    "Progress",
+    "Tool",
+    "Tools",
+    "context_param_of",
+]
 
 log = logging.getLogger("mcplite")
 
@@ -264,7 +274,7 @@ class Tool:
         return entry
 
 
-def _context_param(fn: Callable[..., Any]) -> str | None:
+def context_param_of(fn: Callable[..., Any]) -> str | None:
     try:
         hints = typing.get_type_hints(fn)
     except Exception:  # unresolvable hints: schema generation reports them
@@ -618,7 +628,7 @@ class Tools:
         checked_annotations = annotations_of(annotations, what)
         checked_icons = icons_of(icons, what)
         task_support = task_support_of(task_support, what)
-        ctx_param = _context_param(fn)
+        ctx_param = context_param_of(fn)
         generated = schema is None
         if schema is None:
             skip = (ctx_param,) if ctx_param else ()

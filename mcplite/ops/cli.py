@@ -19,27 +19,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib
 import logging
-import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .._version import __version__
 from ..core.config import Config
-from ..core.prompts import Prompts
-from ..core.resources import Resources
-from ..core.tools import Tools
+from .loading import DEFAULT_ATTR, load_served
 from .logs import setup_logging
 from .serve import ServeError, serve
 
 __all__ = ["main"]
 
 log = logging.getLogger("mcplite")
-
-DEFAULT_ATTR = "tools"
 
 
 class CliError(Exception):
@@ -380,52 +373,6 @@ def _add_process_options(group: Any, d: Config, *, grace_help: str, access_log_h
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    """What a module serves: its tools, and its prompts and resources if it has them."""
-
-    tools: Tools
-    prompts: Prompts | None = None
-    resources: Resources | None = None
-
-
-def load_served(target: str) -> Served:
-    """Import ``MODULE[:ATTR]``: its Tools registry, and the module's ``prompts`` and
-    ``resources`` attributes when they are a Prompts and a Resources registry;
-    raises :class:`CliError`."""
-    tools = load_tools(target)
-    module = sys.modules[target.partition(":")[0]]
-    prompts = getattr(module, "prompts", None)
-    resources = getattr(module, "resources", None)
-    return Served(
-        tools,
-        prompts if isinstance(prompts, Prompts) else None,
-        resources if isinstance(resources, Resources) else None,
-    )
-
-
-def load_tools(target: str) -> Tools:
-    """Import ``MODULE[:ATTR]`` and return its registry; raises :class:`CliError`."""
-    module_name, _, attr = target.partition(":")
-    attr = attr or DEFAULT_ATTR
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the console script does not add it
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import module '{module_name}': {exc}") from None
-    except Exception as exc:
-        raise CliError(f"importing '{module_name}' failed: {type(exc).__name__}: {exc}") from None
-    registry = getattr(module, attr, None)
-    if registry is None:
-        raise CliError(f"module '{module_name}' has no attribute '{attr}' (a mcplite.Tools)")
-    if not isinstance(registry, Tools):
-        raise CliError(
-            f"'{module_name}:{attr}' is a {type(registry).__name__}, not a mcplite.Tools"
-        )
-    return registry
-
-
 def _shared_config(args: argparse.Namespace) -> dict[str, Any]:
     """The Config fields ``serve`` and ``stdio`` both take."""
     return {
@@ -505,7 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
         elif args.command == "stdio":
-            from ..bindings.stdio import serve_stdio, take_stdio
+            from ..bindings.stdio import take_stdio
+            from .serve import serve_stdio
 
             # Before the import: a print() at import time must not reach the protocol.
             pipes = take_stdio()

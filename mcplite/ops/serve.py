@@ -20,22 +20,26 @@ from typing import Any
 from .._version import __version__
 from ..auth import Auth, StaticTokens, auth_from_config
 from ..bindings.base import Binding
+from ..bindings.stdio import StdioPipes, run_stdio
 from ..core.config import Config
 from ..core.dispatch import Dispatcher
 from ..core.promises import PromiseStore
 from ..core.prompts import Prompts
 from ..core.resources import Resources
 from ..core.tools import Tools
+from ..protocols.mcp.server import McpServer
 from .logs import ACCESS
 from .metrics import METRICS, Health, MetricsServer
 
 __all__ = [
     "ServeError",
+    "build_dispatcher",
     "fit_connections_to_fd_limit",
     "promise_store",
     "raise_fd_limit",
     "resolve_secret",
     "serve",
+    "serve_stdio",
 ]
 
 log = logging.getLogger("mcplite")
@@ -105,10 +109,8 @@ async def serve(
     instead of the "serving" log line."""
     if config.http is None and config.grpc is None:
         raise ServeError("both bindings are off: nothing to serve")
-    config = resolve_secret(config)
     config = fit_connections_to_fd_limit(config, raise_fd_limit())
-    auth = await start_auth(config)
-    dispatcher = Dispatcher(tools, config, promises=promise_store(config), auth=auth)
+    dispatcher = build_dispatcher(tools, config, auth=await start_auth(config))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_AcceptErrorsOnce())
     stop = asyncio.Event()
@@ -155,6 +157,54 @@ async def serve(
     await dispatcher.close()
     log.info("stopped")
     ACCESS.flush()
+
+
+def build_dispatcher(tools: Tools, config: Config, *, auth: Auth | None = None) -> Dispatcher:
+    """The core as every way of serving assembles it: the promise secret resolved
+    (``config.secret``, else ``$MCPLITE_SECRET``, else random, with a warning), the
+    promise store ``config.promise_store`` names, and the metrics and access log
+    attached."""
+    config = resolve_secret(config)
+    return Dispatcher(
+        tools,
+        config,
+        promises=promise_store(config),
+        auth=auth,
+        metrics=METRICS,
+        access_log=ACCESS,
+    )
+
+
+async def serve_stdio(
+    tools: Tools,
+    config: Config,
+    pipes: StdioPipes | None = None,
+    *,
+    prompts: Prompts | None = None,
+    resources: Resources | None = None,
+) -> None:
+    """Serve ``tools`` (and ``prompts`` and ``resources``) as MCP on ``pipes``
+    (default: fds 0 and 1) until the input ends or SIGINT/SIGTERM arrives; then
+    drain within ``config.grace`` and return.  The pipes are closed on return."""
+    if pipes is None:
+        pipes = StdioPipes(os.dup(0), os.dup(1))
+    dispatcher = build_dispatcher(tools, config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            signals.append(sig)
+        except (ValueError, NotImplementedError, RuntimeError):  # not the main thread; Windows
+            pass
+    try:
+        await run_stdio(McpServer(dispatcher, prompts=prompts, resources=resources), pipes, stop)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        await dispatcher.close()
+    log.info("stopped")
 
 
 async def start_metrics(address: tuple[str, int], health: Health) -> MetricsServer:

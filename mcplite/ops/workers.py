@@ -424,7 +424,7 @@ def _worker_main(
     threading.Thread(
         target=_watch_lifeline, args=(lifeline,), name="mcplite-lifeline", daemon=True
     ).start()
-    from .cli import CliError, load_served
+    from .loading import load_served
     from .serve import serve
 
     def announce(count: int, urls: list[str]) -> None:
@@ -445,7 +445,7 @@ def _worker_main(
                 announce=announce,
             )
         )
-    except (CliError, ServeError) as exc:
+    except ServeError as exc:
         print(f"mcplite: error: {exc}", file=sys.stderr)
         status = exc.status
     except ValueError as exc:

@@ -81,7 +81,7 @@ from grpclib.protocol import EventsProcessor, H2Protocol
 from grpclib.protocol import Stream as H2Stream
 from grpclib.server import Handler, Server, Stream
 
-from ...ops.metrics import METRICS
+from ...core.observe import QUIET, Metrics
 from .accel.framing import LeanH2Connection
 from .accel.headercache import CachingDecoder, CachingEncoder
 
@@ -300,6 +300,7 @@ class LimitedServer(Server):
         *args: Any,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        metrics: Metrics = QUIET,
         **kwargs: Any,
     ) -> None:
         if not idle_timeout > 0:
@@ -310,6 +311,7 @@ class LimitedServer(Server):
         self._mapping = _Methods(self._mapping)
         self.idle_timeout = idle_timeout
         self.max_connections = max_connections
+        self.metrics = metrics
         #: The connections being served (refused ones are never in it).
         self.connections: set[_Connection] = set()
         #: What its connections' sockets are read into (see the module docstring).
@@ -321,8 +323,8 @@ class LimitedServer(Server):
     def _protocol_factory(self) -> asyncio.Protocol:  # type: ignore[override]
         if len(self.connections) >= self.max_connections:
             self._log_refusal()
-            if METRICS.on:
-                METRICS.refuse("grpc", "overloaded")
+            if self.metrics.on:
+                self.metrics.refuse("grpc", "overloaded")
             return _Refused()
         # As grpclib's own factory, with our Handler and protocol.
         self.__gc_step__()

@@ -105,17 +105,16 @@ from grpclib.server import Server, Stream
 from multidict import MultiDict
 
 from ..._version import __version__
-from ...auth import Auth
+from ...core.authorize import Gate
 from ...core.config import Config
 from ...core.context import Caller, RequestContext
 from ...core.dispatch import ToolStream
 from ...core.envelope import Result
 from ...core.errors import MCPLiteError, RateLimited, ShuttingDown, ToolNotFound
+from ...core.observe import CLIENT_GONE, AccessLog, Metrics
 from ...core.outcomes import Partial, ProgressUpdate
 from ...core.prompts import Prompts
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE, ERROR_DATA_KEY, RESPONSE_TYPE_CODES
-from ...ops.logs import ACCESS, CLIENT_GONE
-from ...ops.metrics import METRICS
 from ...protocols._proto import mcplite as generated
 from ...protocols.methods import prompt_methods
 from ...protocols.protobuf import (
@@ -170,7 +169,9 @@ _ContextHandler = Callable[[Stream[Any, Any], RequestContext], Awaitable[None]]
 class DispatcherLike(Protocol):
     """What the service needs of :class:`mcplite.core.dispatch.Dispatcher`."""
 
-    auth: Auth | None
+    auth: Gate | None
+    metrics: Metrics
+    access_log: AccessLog
 
     def tool_definitions(self, context: RequestContext = ...) -> list[dict[str, Any]]: ...
 
@@ -355,13 +356,16 @@ class MCPLiteService:
     ) -> None:
         """The metrics and the access line of an RPC (``outcome``: ``client-gone``
         when the client cancelled it or went away)."""
-        if METRICS.on:
-            METRICS.request("grpc", status, reason)
+        metrics = self._dispatcher.metrics
+        if metrics.on:
+            metrics.request("grpc", status, reason)
         if self._access_log:
             peer = stream.peer.addr()
             tool = getattr(stream, "_mcplite_tool", None)
             elapsed = (time.perf_counter() - t0) * 1000
-            ACCESS.write("grpc", "POST", path, tool, status, elapsed, peer, outcome)
+            self._dispatcher.access_log.write(
+                "grpc", "POST", path, tool, status, elapsed, peer, outcome
+            )
 
     # --- handlers ---------------------------------------------------------------
 
@@ -533,7 +537,7 @@ def _context(stream: Stream[Any, Any]) -> RequestContext:
     return RequestContext("grpc", peer if isinstance(peer, tuple) else None, headers)
 
 
-async def _authenticated(auth: Auth, context: RequestContext, method: str) -> RequestContext:
+async def _authenticated(auth: Gate, context: RequestContext, method: str) -> RequestContext:
     """``context`` with its caller, from the ``authorization`` metadata; raises
     Unauthenticated (UNAUTHENTICATED) or RateLimited (RESOURCE_EXHAUSTED)."""
     found = auth.authenticate(context.headers.get("authorization"))
@@ -757,6 +761,7 @@ class GrpcServer:
         prompts: Prompts | None = None,
     ) -> None:
         self.config = config or Config()
+        self.dispatcher = dispatcher
         self.service = MCPLiteService(
             dispatcher,
             max_message_size=self.config.grpc_max_message_size,
@@ -786,6 +791,7 @@ class GrpcServer:
             status_details_codec=ErrorDetailsCodec(),
             idle_timeout=self.config.grpc_idle_timeout,
             max_connections=self.config.grpc_max_connections,
+            metrics=self.dispatcher.metrics,
         )
         self._tls = tls = self.config.server_ssl_context(alpn=("h2",))
         # The listen queue of HTTP's: a burst waits there (serve.ACCEPTS_PER_TURN a

@@ -34,10 +34,9 @@ from ...core.errors import (
     ShuttingDown,
     Unauthenticated,
 )
+from ...core.observe import CLIENT_GONE
 from ...core.outcomes import Partial, ProgressUpdate
 from ...core.runner import EAGER_TASKS, abandon, start_task
-from ...ops.logs import ACCESS, CLIENT_GONE
-from ...ops.metrics import METRICS
 from ...protocols.jsonrpc import JsonRpc, Reply, decode, encode
 from ...protocols.mcp.server import McpReply
 from . import sse
@@ -161,8 +160,8 @@ class HttpConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=_HIGH_WATER)
         if len(server.connections) >= self.config.max_connections or server.draining:
             message = "Too many connections" if not server.draining else "Server is shutting down"
-            if METRICS.on:
-                METRICS.refuse("http", "shutting_down" if server.draining else "overloaded")
+            if server.metrics.on:
+                server.metrics.refuse("http", "shutting_down" if server.draining else "overloaded")
             body = _error_body(503, message)
             retry_name, retry_value = _retry_after(self.config.retry_after)
             transport.write(
@@ -575,11 +574,12 @@ class HttpConnection(asyncio.Protocol):
     def _log(self, outcome: str | None = None) -> None:
         request = self._request
         binding = "mcp" if self._route == _MCP else "http"
-        if request is not None and METRICS.on:
+        metrics = self.server.metrics
+        if request is not None and metrics.on:
             draining = self.status == 503 and self.server.draining
-            METRICS.request(binding, self.status, "shutting_down" if draining else None)
+            metrics.request(binding, self.status, "shutting_down" if draining else None)
         if request is not None and self.config.access_log:
-            ACCESS.write(
+            self.server.access_log.write(
                 binding,
                 request.method.decode("latin-1"),
                 request.target.split(b"?", 1)[0].decode("latin-1"),

@@ -84,6 +84,8 @@ class HttpServer:
         if config.mcp_path is not None:
             self.routes[config.mcp_path.encode()] = _MCP
         self.auth = dispatcher.auth
+        self.metrics = dispatcher.metrics
+        self.access_log = dispatcher.access_log
         self.ssl: ssl.SSLContext | None = None
         if self.auth is not None and self.auth.resource_metadata is not None:
             well_known = self.auth.metadata_path

@@ -65,10 +65,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._version import __version__
-from ...auth import binding_of
 from ...core.completion import Completer, complete, completion_result
 from ...core.content import text as text_block
-from ...core.context import LOG_LEVELS, Notifier, RequestContext
+from ...core.context import LOG_LEVELS, Notifier, RequestContext, binding_of
 from ...core.dispatch import Dispatcher
 from ...core.envelope import Result
 from ...core.errors import (

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ...auth import binding_of
-from ...core.context import RequestContext
+from ...core.context import RequestContext, binding_of
 from ...core.dispatch import Dispatcher, start_task
 from ...core.envelope import Result
 from ...core.errors import ExpiredToken, InvalidParams, InvalidToken, MCPLiteError, UnknownPromise
