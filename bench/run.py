@@ -80,8 +80,10 @@ MCP_2026_META = {
     "io.modelcontextprotocol/protocolVersion": MCP_2026_VERSION,
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-HTTP_SERVERS = ("bare_asyncio", "bare_h11", "mcp_sdk", "mcplite")
-GRPC_SERVERS = ("grpcio", "naive_grpclib", "mcplite")
+# mcplite_plain: mcplite with every speed path off (MCPLITE_ACCEL=0), the public-API
+# path of h11, h2 and grpclib, so a row shows what the speed paths buy.
+HTTP_SERVERS = ("bare_asyncio", "bare_h11", "mcp_sdk", "mcplite", "mcplite_plain")
+GRPC_SERVERS = ("grpcio", "naive_grpclib", "mcplite", "mcplite_plain")
 
 
 def jsonrpc_call(name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> bytes:
@@ -246,7 +248,7 @@ class Bench:
             stubs = ["--stubs", str(self.stubs.directory)]
             argv = anchor_argv(script, "--port", str(port), *stubs, *arg)
             return self.new_server(name, argv, [port], grpc=True)
-        if name == "mcplite":
+        if name in ("mcplite", "mcplite_plain"):
             argv = [sys.executable, "-m", "mcplite", "serve", app or self.args.app]
             ports: list[int] = []
             http_port = grpc_port = None
@@ -267,6 +269,8 @@ class Bench:
             argv += extra
             server = self.new_server(name, argv, ports)
             server.http_port, server.grpc_port = http_port, grpc_port
+            if name == "mcplite_plain":
+                server.extra_env["MCPLITE_ACCEL"] = "0"
             return server
         raise ValueError(name)
 
@@ -356,7 +360,7 @@ class Bench:
                 status[name]["grpc"] = server.grpc_port is not None
             if name in HTTP_SERVERS and server.http_port is not None:
                 workloads = [("echo", name)]
-                if name in ("mcplite", "mcp_sdk"):
+                if name in ("mcplite", "mcplite_plain", "mcp_sdk"):
                     workloads.append(("mcp2026", f"{name}:mcp2026"))
                 if name == "mcplite" and not self.quick:
                     workloads.append(("search_documents", "mcplite:search_documents"))
