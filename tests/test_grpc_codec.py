@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import betterproto.lib.google.protobuf as wkt
 import pytest
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
@@ -548,13 +547,15 @@ def test_each_codec_tag_is_the_field_number_and_wire_type_in_the_proto(
 
 def test_a_proto_field_the_codec_cannot_write_fails_at_import_not_on_the_wire() -> None:
     with pytest.raises(TypeError, match=r"ToolRequest\.name is string"):
-        prototags.field_tag(generated.ToolRequest, "name", "int32")
+        prototags.field_tag("mcplite.ToolRequest", "name", "int32")
     with pytest.raises(TypeError, match=r"ToolRequest\.arguments"):
-        prototags.field_tag(generated.ToolRequest, "arguments", "message", generated.ResponseMeta)
+        prototags.field_tag("mcplite.ToolRequest", "arguments", "message", "mcplite.ResponseMeta")
     with pytest.raises(LookupError, match="no field 'deadline'"):
-        prototags.field_tag(generated.ToolRequest, "deadline", "int64")
+        prototags.field_tag("mcplite.ToolRequest", "deadline", "int64")
     with pytest.raises(TypeError, match="map<string, string>"):
-        prototags.map_entry_tags(wkt.Struct, "fields", "string", "string")
+        prototags.map_entry_tags("google.protobuf.Struct", "fields", "string", "string")
+    with pytest.raises(LookupError, match=r"no message mcplite\.Deadline"):
+        prototags.field_tag("mcplite.Deadline", "seconds", "int64")
 
 
 def test_response_type_numbers_agree_across_proto_generated_code_and_wire_table() -> None:
@@ -564,6 +565,18 @@ def test_response_type_numbers_agree_across_proto_generated_code_and_wire_table(
     assert {n.lower().replace("_", "-"): v for n, v in by_name.items()} == RESPONSE_TYPE_CODES
     assert {kind.value for kind in ResponseType} == set(RESPONSE_TYPE_CODES)
     assert ResponseTypeCode is generated.ResponseType
+
+
+def test_the_call_codec_and_the_grpc_client_load_no_server_code() -> None:
+    # The field tags come from the descriptors, not the betterproto classes, whose
+    # module imports grpclib.server (for the service base class).
+    code = (
+        "import sys, mcplite.protocols.protocalls, mcplite.client._grpc; "
+        "loaded = [m for m in sys.modules if m.startswith(('grpclib.server', "
+        "'mcplite.bindings', 'mcplite.protocols._proto.mcplite'))]; "
+        "assert loaded == [], loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_the_codec_imports_on_its_own_without_the_grpc_server() -> None:

@@ -7,18 +7,21 @@ betterproto issue 599; a decoded Struct's ``to_dict`` yields ``{"stringValue": .
 wrappers).  This module reads and writes those bytes directly, in pure Python
 with the standard library only, between plain JSON-like values and bytes.
 
-Import the codec from here; it is made of four modules, by concept:
+Import the codec from here; it is made of five modules, by concept:
 
 - :mod:`~mcplite.protocols.protowire`: varints, length-delimited fields, skipping
   unknown fields, :class:`CodecError` and :data:`MAX_DEPTH`;
 - :mod:`~mcplite.protocols.prototags`: every field tag, read at import from the
-  code generated from ``proto/mcplite.proto`` (so a proto change the codec cannot
-  follow fails at import, not on the wire);
+  descriptors generated from ``proto/mcplite.proto`` (so a proto change the codec
+  cannot follow fails at import, not on the wire);
 - :mod:`~mcplite.protocols.protostruct`: ``Struct`` / ``Value`` <-> dicts and JSON
   values (the value mapping: numbers are doubles, dict keys as :func:`json.dumps`);
-- this module: ``ToolRequest``, ``ToolResponse`` and its ``ResponseMeta``,
-  ``ToolsList``, and ``google.rpc.Status`` for ``grpc-status-details-bin``.
-  ``ResponseTypeCode`` is the generated ``ResponseType`` enum.
+- :mod:`~mcplite.protocols.protocalls`: ``ToolRequest``, ``ToolResponse`` and its
+  ``ResponseMeta``, the hot path, which needs no betterproto class;
+- this module: ``ToolsList`` (with icons and annotations, through the betterproto
+  classes generated from the proto), ``google.rpc.Status`` for
+  ``grpc-status-details-bin``, and ``ResponseTypeCode``, the generated
+  ``ResponseType`` enum.
 
 Decoding agrees with protobuf's own Python runtime (upb) on which bytes are a
 message and what it holds, nesting limits aside (tests/test_grpc_codec.py fuzzes
@@ -47,42 +50,20 @@ import betterproto
 import betterproto.lib.google.protobuf as wkt
 
 from ._proto import mcplite as generated
-from .protostruct import (
-    decode_struct,
-    decode_value,
-    encode_struct,
-    encode_value,
-    read_struct,
-    write_struct,
+from .protocalls import (
+    ResponseMeta,
+    decode_tool_request,
+    decode_tool_response,
+    encode_tool_request,
+    encode_tool_response,
 )
+from .protostruct import decode_struct, decode_value, encode_struct, encode_value, read_struct
 from .prototags import (
     ERROR_INFO_DOMAIN_B,
     ERROR_INFO_METADATA_B,
     ERROR_INFO_REASON_B,
-    META_EXPIRES_AT,
-    META_EXPIRES_AT_B,
-    META_EXTRA,
-    META_EXTRA_B,
-    META_PROCESSING_TIME_MS,
-    META_PROCESSING_TIME_MS_B,
-    META_PROMISE_TOKEN,
-    META_PROMISE_TOKEN_B,
-    META_RESPONSE_TYPE,
-    META_RESPONSE_TYPE_B,
-    META_SERVER_VERSION,
-    META_SERVER_VERSION_B,
-    META_TIMESTAMP,
-    META_TIMESTAMP_B,
     METADATA_KEY_B,
     METADATA_VALUE_B,
-    REQUEST_ARGUMENTS,
-    REQUEST_ARGUMENTS_B,
-    REQUEST_NAME,
-    REQUEST_NAME_B,
-    RESPONSE_META,
-    RESPONSE_META_B,
-    RESPONSE_RESULT,
-    RESPONSE_RESULT_B,
     STATUS_CODE_B,
     STATUS_DETAILS_B,
     STATUS_MESSAGE_B,
@@ -105,11 +86,8 @@ from .protowire import (
     iter_fields,
     length_delimited,
     malformed,
-    signed,
-    skip_field,
     text_field,
     varint,
-    varint_tail,
 )
 
 __all__ = [
@@ -140,19 +118,6 @@ ResponseTypeCode = generated.ResponseType
 
 
 @dataclass(frozen=True, slots=True)
-class ResponseMeta:
-    """``mcplite.ResponseMeta``; fields 5 to 7 are mcplite additions (see the proto)."""
-
-    response_type: int = ResponseTypeCode.ANSWER
-    promise_token: str = ""
-    timestamp: int = 0  # epoch milliseconds (int64)
-    processing_time_ms: int = 0  # int32
-    server_version: str = ""
-    expires_at: int = 0  # epoch milliseconds (int64)
-    extra: dict[str, Any] | None = None  # other _meta entries, a Struct
-
-
-@dataclass(frozen=True, slots=True)
 class ErrorInfo:
     """``google.rpc.ErrorInfo``: ``reason`` (UPPER_SNAKE), ``domain``, string ``metadata``."""
 
@@ -161,161 +126,7 @@ class ErrorInfo:
     metadata: Mapping[str, str]
 
 
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-_INT32_MIN = -(1 << 31)
-_INT32_MAX = (1 << 31) - 1
-
-# Tags a decoder branch takes together (a module tuple: as fast as `==` chains).
-_REQUEST_FIELDS = (REQUEST_NAME, REQUEST_ARGUMENTS)
-
-
-# --- the service's messages ---------------------------------------------------------
-
-
-def decode_tool_request(data: bytes | bytearray | memoryview) -> tuple[str, dict[str, Any]]:
-    """Parse ``ToolRequest`` bytes into ``(name, arguments)``.
-
-    Absent ``arguments`` give ``{}``.  Raises CodecError for malformed bytes.
-    """
-    raw = as_bytes(data)
-    end = len(raw)
-    name = ""
-    arguments: dict[str, Any] = {}
-    i = 0
-    try:
-        while i < end:
-            tag = raw[i]
-            i += 1
-            if tag >= 0x80:
-                tag, i = varint_tail(raw, i, tag)
-            if tag in _REQUEST_FIELDS:
-                n = raw[i]
-                i += 1
-                if n >= 0x80:
-                    n, i = varint_tail(raw, i, n)
-                field_end = i + n
-                if field_end > end:
-                    raise CodecError("malformed ToolRequest: a field runs past the end")
-                if tag == REQUEST_NAME:
-                    name = raw[i:field_end].decode()
-                else:  # a repeated message field merges, as in protobuf
-                    arguments.update(read_struct(raw, i, field_end, 1))
-                i = field_end
-            else:
-                i = skip_field(raw, i, end, tag)
-    except MALFORMED as exc:
-        raise malformed("ToolRequest", exc) from None
-    return name, arguments
-
-
-def encode_tool_request(name: str, arguments: Mapping[Any, Any] | None = None) -> bytes:
-    """Serialize a ``ToolRequest`` (for clients and tests). Raises as encode_struct."""
-    out = text_field(REQUEST_NAME_B, name) if name else b""
-    if arguments is not None:
-        out += length_delimited(REQUEST_ARGUMENTS_B, encode_struct(arguments))
-    return out
-
-
-def _int64(tag: bytes, number: int) -> bytes:
-    if not _INT64_MIN <= number <= _INT64_MAX:
-        raise ValueError(f"{number} is out of the int64 range")
-    return tag + varint(number)
-
-
-def _enc_meta(meta: ResponseMeta) -> bytes:
-    out = b""
-    if meta.response_type:
-        out += META_RESPONSE_TYPE_B + varint(int(meta.response_type))
-    if meta.promise_token:
-        out += text_field(META_PROMISE_TOKEN_B, meta.promise_token)
-    if meta.timestamp:
-        out += _int64(META_TIMESTAMP_B, meta.timestamp)
-    if meta.processing_time_ms:
-        if not _INT32_MIN <= meta.processing_time_ms <= _INT32_MAX:
-            raise ValueError(f"processing_time_ms {meta.processing_time_ms} is out of int32 range")
-        out += META_PROCESSING_TIME_MS_B + varint(meta.processing_time_ms)
-    if meta.server_version:
-        out += text_field(META_SERVER_VERSION_B, meta.server_version)
-    if meta.expires_at:
-        out += _int64(META_EXPIRES_AT_B, meta.expires_at)
-    if meta.extra:
-        out += length_delimited(META_EXTRA_B, write_struct(meta.extra, 1))
-    return out
-
-
-def encode_tool_response(result: Mapping[Any, Any] | None, meta: ResponseMeta | None) -> bytes:
-    """Serialize a ``ToolResponse``.
-
-    ``result`` None leaves the field unset; ``{}`` sets an empty Struct.  ``meta``
-    None leaves meta unset, as on a streamed part.  Raises as :func:`encode_struct`,
-    and ValueError for a meta number out of its int32/int64 range.
-    """
-    out = b""
-    if result is not None:
-        if type(result) is not dict and not isinstance(result, Mapping):
-            raise TypeError(f"a Struct is made from a dict, not {type(result).__name__}")
-        out = length_delimited(RESPONSE_RESULT_B, write_struct(result, 1))
-    if meta is not None:
-        out += length_delimited(RESPONSE_META_B, _enc_meta(meta))
-    return out
-
-
-_RESPONSE_TYPES: dict[int, int] = {code.value: code for code in ResponseTypeCode}
-
-
-def _dec_meta(data: bytes, spans: list[tuple[int, int]]) -> ResponseMeta:
-    """ResponseMeta from the payloads at ``spans``: a message field that occurs more
-    than once merges, each occurrence parsed on its own."""
-    numbers = dict.fromkeys(
-        (META_RESPONSE_TYPE, META_TIMESTAMP, META_PROCESSING_TIME_MS, META_EXPIRES_AT), 0
-    )
-    texts = dict.fromkeys((META_PROMISE_TOKEN, META_SERVER_VERSION), "")
-    extra: dict[str, Any] | None = None
-    for start, stop in spans:
-        for tag, a, b in iter_fields(data, start, stop):
-            if tag in numbers:
-                numbers[tag] = a
-            elif tag in texts:
-                texts[tag] = data[a:b].decode()
-            elif tag == META_EXTRA:
-                fields = read_struct(data, a, b, 1)
-                extra = fields if extra is None else {**extra, **fields}
-    response_type = signed(numbers[META_RESPONSE_TYPE], 32)
-    return ResponseMeta(
-        # A newer server's value stays a plain number.
-        response_type=_RESPONSE_TYPES.get(response_type, response_type),
-        promise_token=texts[META_PROMISE_TOKEN],
-        timestamp=signed(numbers[META_TIMESTAMP], 64),
-        processing_time_ms=signed(numbers[META_PROCESSING_TIME_MS], 32),
-        server_version=texts[META_SERVER_VERSION],
-        expires_at=signed(numbers[META_EXPIRES_AT], 64),
-        extra=extra,
-    )
-
-
-def decode_tool_response(
-    data: bytes | bytearray | memoryview,
-) -> tuple[dict[str, Any], ResponseMeta | None]:
-    """Parse ``ToolResponse`` bytes into ``(result, meta)``.
-
-    An unset result gives ``{}``; an unset meta gives None (a streamed part).
-    Raises CodecError for malformed bytes.
-    """
-    raw = as_bytes(data)
-    result: dict[str, Any] = {}
-    meta_spans: list[tuple[int, int]] = []
-    try:
-        for tag, a, b in iter_fields(raw, 0, len(raw)):
-            if tag == RESPONSE_RESULT:
-                result.update(read_struct(raw, a, b, 1))
-            elif tag == RESPONSE_META:
-                meta_spans.append((a, b))
-        meta = _dec_meta(raw, meta_spans) if meta_spans else None
-    except MALFORMED as exc:
-        raise malformed("ToolResponse", exc) from None
-    return result, meta
-
+# --- ToolsList ---------------------------------------------------------------------
 
 #: MCP's ToolAnnotations hints and the proto's fields for them.
 _HINTS = (
