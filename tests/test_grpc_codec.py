@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import betterproto.lib.google.protobuf as wkt
 import pytest
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 
 from mcplite.core.outcomes import ResponseType
 from mcplite.core.wire import RESPONSE_TYPE_CODES
-from mcplite.protocols import protobuf as codec
+from mcplite.protocols import prototags, protowire
 from mcplite.protocols._proto import mcplite as generated
 from mcplite.protocols.protobuf import (
     MAX_DEPTH,
@@ -90,8 +89,8 @@ def nested_list_bytes(levels: int) -> bytes:
     """A serialized Value of ``levels`` nested lists, built without our encoder."""
     value = b"2\x00"  # list_value: an empty ListValue
     for _ in range(levels - 1):
-        list_value = b"\n" + codec._varint(len(value)) + value
-        value = b"2" + codec._varint(len(list_value)) + list_value
+        list_value = b"\n" + protowire.varint(len(value)) + value
+        value = b"2" + protowire.varint(len(list_value)) + list_value
     return value
 
 
@@ -496,40 +495,43 @@ _WIRE_TYPES = {
 }
 # The codec's tag constants and the field each must be, as protoc reads the protos.
 CODEC_TAGS = [
-    ("ours", "google.protobuf.Struct", "fields", "_STRUCT_FIELDS"),
-    ("ours", "google.protobuf.Struct.FieldsEntry", "key", "_ENTRY_KEY"),
-    ("ours", "google.protobuf.Struct.FieldsEntry", "value", "_ENTRY_VALUE"),
-    ("ours", "google.protobuf.ListValue", "values", "_LIST_VALUES"),
-    ("ours", "google.protobuf.Value", "null_value", "_VALUE_NULL"),
-    ("ours", "google.protobuf.Value", "number_value", "_VALUE_NUMBER"),
-    ("ours", "google.protobuf.Value", "string_value", "_VALUE_STRING"),
-    ("ours", "google.protobuf.Value", "bool_value", "_VALUE_BOOL"),
-    ("ours", "google.protobuf.Value", "struct_value", "_VALUE_STRUCT"),
-    ("ours", "google.protobuf.Value", "list_value", "_VALUE_LIST"),
-    ("ours", "mcplite.ToolRequest", "name", "_REQUEST_NAME"),
-    ("ours", "mcplite.ToolRequest", "arguments", "_REQUEST_ARGUMENTS"),
-    ("ours", "mcplite.ToolResponse", "result", "_RESPONSE_RESULT"),
-    ("ours", "mcplite.ToolResponse", "meta", "_RESPONSE_META"),
-    ("ours", "mcplite.ResponseMeta", "response_type", "_META_RESPONSE_TYPE"),
-    ("ours", "mcplite.ResponseMeta", "promise_token", "_META_PROMISE_TOKEN"),
-    ("ours", "mcplite.ResponseMeta", "timestamp", "_META_TIMESTAMP"),
-    ("ours", "mcplite.ResponseMeta", "processing_time_ms", "_META_PROCESSING_TIME_MS"),
-    ("ours", "mcplite.ResponseMeta", "server_version", "_META_SERVER_VERSION"),
-    ("ours", "mcplite.ResponseMeta", "expires_at", "_META_EXPIRES_AT"),
-    ("ours", "mcplite.ResponseMeta", "extra", "_META_EXTRA"),
-    ("ours", "mcplite.Tool", "name", "_TOOL_NAME"),
-    ("ours", "mcplite.Tool", "type", "_TOOL_TYPE"),
-    ("ours", "mcplite.Tool", "description", "_TOOL_DESCRIPTION"),
-    ("ours", "mcplite.Tool", "input_schema", "_TOOL_INPUT_SCHEMA"),
-    ("ours", "mcplite.ToolsList", "tools", "_TOOLS_LIST_TOOLS"),
-    ("rpc", "google.rpc.Status", "code", "_STATUS_CODE_B"),
-    ("rpc", "google.rpc.Status", "message", "_STATUS_MESSAGE_B"),
-    ("rpc", "google.rpc.Status", "details", "_STATUS_DETAILS_B"),
-    ("rpc", "google.rpc.ErrorInfo", "reason", "_ERROR_INFO_REASON_B"),
-    ("rpc", "google.rpc.ErrorInfo", "domain", "_ERROR_INFO_DOMAIN_B"),
-    ("rpc", "google.rpc.ErrorInfo", "metadata", "_ERROR_INFO_METADATA_B"),
-    ("rpc", "google.rpc.ErrorInfo.MetadataEntry", "key", "_METADATA_KEY_B"),
-    ("rpc", "google.rpc.ErrorInfo.MetadataEntry", "value", "_METADATA_VALUE_B"),
+    ("ours", "google.protobuf.Struct", "fields", "STRUCT_FIELDS"),
+    ("ours", "google.protobuf.Struct.FieldsEntry", "key", "ENTRY_KEY"),
+    ("ours", "google.protobuf.Struct.FieldsEntry", "value", "ENTRY_VALUE"),
+    ("ours", "google.protobuf.ListValue", "values", "LIST_VALUES"),
+    ("ours", "google.protobuf.Value", "null_value", "VALUE_NULL"),
+    ("ours", "google.protobuf.Value", "number_value", "VALUE_NUMBER"),
+    ("ours", "google.protobuf.Value", "string_value", "VALUE_STRING"),
+    ("ours", "google.protobuf.Value", "bool_value", "VALUE_BOOL"),
+    ("ours", "google.protobuf.Value", "struct_value", "VALUE_STRUCT"),
+    ("ours", "google.protobuf.Value", "list_value", "VALUE_LIST"),
+    ("ours", "mcplite.ToolRequest", "name", "REQUEST_NAME"),
+    ("ours", "mcplite.ToolRequest", "arguments", "REQUEST_ARGUMENTS"),
+    ("ours", "mcplite.ToolResponse", "result", "RESPONSE_RESULT"),
+    ("ours", "mcplite.ToolResponse", "meta", "RESPONSE_META"),
+    ("ours", "mcplite.ResponseMeta", "response_type", "META_RESPONSE_TYPE"),
+    ("ours", "mcplite.ResponseMeta", "promise_token", "META_PROMISE_TOKEN"),
+    ("ours", "mcplite.ResponseMeta", "timestamp", "META_TIMESTAMP"),
+    ("ours", "mcplite.ResponseMeta", "processing_time_ms", "META_PROCESSING_TIME_MS"),
+    ("ours", "mcplite.ResponseMeta", "server_version", "META_SERVER_VERSION"),
+    ("ours", "mcplite.ResponseMeta", "expires_at", "META_EXPIRES_AT"),
+    ("ours", "mcplite.ResponseMeta", "extra", "META_EXTRA"),
+    ("ours", "mcplite.Tool", "name", "TOOL_NAME"),
+    ("ours", "mcplite.Tool", "type", "TOOL_TYPE"),
+    ("ours", "mcplite.Tool", "description", "TOOL_DESCRIPTION"),
+    ("ours", "mcplite.Tool", "input_schema", "TOOL_INPUT_SCHEMA"),
+    ("ours", "mcplite.Tool", "title", "TOOL_TITLE"),
+    ("ours", "mcplite.Tool", "annotations", "TOOL_ANNOTATIONS"),
+    ("ours", "mcplite.Tool", "icons", "TOOL_ICONS"),
+    ("ours", "mcplite.ToolsList", "tools", "TOOLS_LIST_TOOLS"),
+    ("rpc", "google.rpc.Status", "code", "STATUS_CODE_B"),
+    ("rpc", "google.rpc.Status", "message", "STATUS_MESSAGE_B"),
+    ("rpc", "google.rpc.Status", "details", "STATUS_DETAILS_B"),
+    ("rpc", "google.rpc.ErrorInfo", "reason", "ERROR_INFO_REASON_B"),
+    ("rpc", "google.rpc.ErrorInfo", "domain", "ERROR_INFO_DOMAIN_B"),
+    ("rpc", "google.rpc.ErrorInfo", "metadata", "ERROR_INFO_METADATA_B"),
+    ("rpc", "google.rpc.ErrorInfo.MetadataEntry", "key", "METADATA_KEY_B"),
+    ("rpc", "google.rpc.ErrorInfo.MetadataEntry", "value", "METADATA_VALUE_B"),
 ]
 
 
@@ -539,19 +541,21 @@ def test_each_codec_tag_is_the_field_number_and_wire_type_in_the_proto(
 ) -> None:
     descriptor = protos()[proto].pool.FindMessageTypeByName(message).fields_by_name[field]
     tag = descriptor.number << 3 | _WIRE_TYPES[descriptor.type]
-    ours = getattr(codec, constant)
-    assert ours == (codec._varint(tag) if constant.endswith("_B") else tag)
+    ours = getattr(prototags, constant)
+    assert ours == (protowire.varint(tag) if constant.endswith("_B") else tag)
 
 
 def test_a_proto_field_the_codec_cannot_write_fails_at_import_not_on_the_wire() -> None:
     with pytest.raises(TypeError, match=r"ToolRequest\.name is string"):
-        codec._tag(generated.ToolRequest, "name", "int32")
+        prototags.field_tag("mcplite.ToolRequest", "name", "int32")
     with pytest.raises(TypeError, match=r"ToolRequest\.arguments"):
-        codec._tag(generated.ToolRequest, "arguments", "message", generated.ResponseMeta)
+        prototags.field_tag("mcplite.ToolRequest", "arguments", "message", "mcplite.ResponseMeta")
     with pytest.raises(LookupError, match="no field 'deadline'"):
-        codec._tag(generated.ToolRequest, "deadline", "int64")
+        prototags.field_tag("mcplite.ToolRequest", "deadline", "int64")
     with pytest.raises(TypeError, match="map<string, string>"):
-        codec._entry_tags(wkt.Struct, "fields", "string", "string")
+        prototags.map_entry_tags("google.protobuf.Struct", "fields", "string", "string")
+    with pytest.raises(LookupError, match=r"no message mcplite\.Deadline"):
+        prototags.field_tag("mcplite.Deadline", "seconds", "int64")
 
 
 def test_response_type_numbers_agree_across_proto_generated_code_and_wire_table() -> None:
@@ -561,6 +565,18 @@ def test_response_type_numbers_agree_across_proto_generated_code_and_wire_table(
     assert {n.lower().replace("_", "-"): v for n, v in by_name.items()} == RESPONSE_TYPE_CODES
     assert {kind.value for kind in ResponseType} == set(RESPONSE_TYPE_CODES)
     assert ResponseTypeCode is generated.ResponseType
+
+
+def test_the_call_codec_and_the_grpc_client_load_no_server_code() -> None:
+    # The field tags come from the descriptors, not the betterproto classes, whose
+    # module imports grpclib.server (for the service base class).
+    code = (
+        "import sys, mcplite.protocols.protocalls, mcplite.client._grpc; "
+        "loaded = [m for m in sys.modules if m.startswith(('grpclib.server', "
+        "'mcplite.bindings', 'mcplite.protocols._proto.mcplite'))]; "
+        "assert loaded == [], loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_the_codec_imports_on_its_own_without_the_grpc_server() -> None:

@@ -50,15 +50,29 @@ from __future__ import annotations
 import asyncio
 import math
 import ssl
-import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable, Mapping
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
-from ..core import wire
 from ..core.outcomes import Partial, ProgressUpdate
-from ..core.wire import DEFAULT_BASE_PATH
+from .errors import (
+    AuthenticationError,
+    ClientError,
+    InternalServerError,
+    InvalidArgumentsError,
+    InvalidTokenError,
+    OverloadedError,
+    PermissionDeniedError,
+    PromiseTimeout,
+    RequestTimeout,
+    RPCError,
+    ToolNotFoundError,
+    TransportError,
+    rpc_error,
+)
+from .errors import error_from_object as error_from_object
+from .results import Response, ToolInfo
+from .transports import PromptTransport, ResourceTransport, Security, Transport, transport_for
 
 __all__ = [
     "AuthenticationError",
@@ -84,327 +98,6 @@ __all__ = [
     "TransportError",
     "rpc_error",
 ]
-
-#: Base path of an ``http://`` URL given without one.
-DEFAULT_GRPC_PORT = 50051
-
-
-# --- what a call gives back -------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ToolInfo:
-    """One tool of :meth:`BaseClient.list_tools`."""
-
-    name: str
-    type: str | None
-    description: str
-    input_schema: dict[str, Any] = field(default_factory=dict)
-    #: What a host shows: MCP's ``title``, ``annotations`` (``readOnlyHint``, ...)
-    #: and ``icons`` (``{"src", "mimeType"?, "sizes"?, "theme"?}``), when declared.
-    title: str | None = None
-    annotations: dict[str, Any] = field(default_factory=dict)
-    icons: list[dict[str, Any]] = field(default_factory=list)
-
-    @classmethod
-    def from_definition(cls, definition: Mapping[str, Any]) -> ToolInfo:
-        """From a discovery entry: ``{"name", "@type"?, "description", "inputSchema",
-        "title"?, "annotations"?, "icons"?}``."""
-        kind = definition.get("@type") or definition.get("type")
-        schema = definition.get("inputSchema")
-        title = definition.get("title")
-        annotations = definition.get("annotations")
-        icons = definition.get("icons")
-        return cls(
-            name=str(definition.get("name", "")),
-            type=str(kind) if kind else None,
-            description=str(definition.get("description") or ""),
-            input_schema=dict(schema) if isinstance(schema, Mapping) else {},
-            title=title if isinstance(title, str) else None,
-            annotations=dict(annotations) if isinstance(annotations, Mapping) else {},
-            icons=[dict(i) for i in icons if isinstance(i, Mapping)]
-            if isinstance(icons, list)
-            else [],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """The result of a call, whatever its ``response_type``.
-
-    ``raw`` is the whole result object as the HTTP binding sends it (``content``,
-    ``isError``, ``failure``, ``elicitation``, ``resources``, ... and ``_meta``);
-    over gRPC it is rebuilt in the same shape, timestamps as ISO 8601.
-    """
-
-    response_type: str
-    content: list[Any]
-    meta: dict[str, Any]
-    raw: dict[str, Any]
-
-    @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> Response:
-        meta = result.get("_meta")
-        meta = dict(meta) if isinstance(meta, Mapping) else {}
-        content = result.get("content")
-        return cls(
-            response_type=str(meta.get("response_type", "answer")),
-            content=list(content) if isinstance(content, list) else [],
-            meta=meta,
-            raw=dict(result),
-        )
-
-    @property
-    def is_error(self) -> bool:
-        """True for a ``failure`` (the result's ``isError``)."""
-        return self.response_type == "failure" or self.raw.get("isError") is True
-
-    @property
-    def promise_token(self) -> str | None:
-        """The token of a ``promise`` response (None for any other type)."""
-        token = self.meta.get("promise_token")
-        return token if isinstance(token, str) and token else None
-
-    @property
-    def text(self) -> str:
-        """The text items of ``content``, joined by newlines."""
-        return "\n".join(
-            item["text"]
-            for item in self.content
-            if isinstance(item, Mapping)
-            and item.get("type") == "text"
-            and isinstance(item.get("text"), str)
-        )
-
-
-# --- errors ---------------------------------------------------------------------
-
-
-class ClientError(Exception):
-    """Base of every error the client raises."""
-
-
-class TransportError(ClientError):
-    """The server could not be reached or talked to: connection refused or broken,
-    an HTTP status without a JSON-RPC body, a malformed reply."""
-
-
-class RequestTimeout(TransportError, TimeoutError):
-    """One request got no (complete) answer within its timeout."""
-
-
-class PromiseTimeout(ClientError, TimeoutError):
-    """A promise did not reach its outcome within the call's ``timeout``.
-
-    ``token`` redeems it later (until it expires).
-    """
-
-    def __init__(self, message: str, token: str) -> None:
-        super().__init__(message)
-        self.token = token
-
-
-class RPCError(ClientError):
-    """A protocol error answered by the server, with its JSON-RPC ``code``,
-    ``message`` and ``data``.  Over gRPC, ``code`` is the equivalent JSON-RPC code
-    and ``grpc_status`` the status number received."""
-
-    def __init__(
-        self, code: int, message: str, data: Any = None, *, grpc_status: int | None = None
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.grpc_status = grpc_status
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.code!r}, {self.message!r}, {self.data!r})"
-
-    def _data(self, key: str) -> Any:
-        return self.data.get(key) if isinstance(self.data, Mapping) else None
-
-
-class ToolNotFoundError(RPCError):
-    """No tool by that name (-32601, gRPC NOT_FOUND)."""
-
-    @property
-    def requested_tool(self) -> str | None:
-        value = self._data("requested_tool")
-        return value if isinstance(value, str) else None
-
-    @property
-    def available_tools(self) -> list[str]:
-        value = self._data("available_tools")
-        return [str(v) for v in value] if isinstance(value, list) else []
-
-    @property
-    def suggestion(self) -> str | None:
-        """The server's hint, e.g. ``"Did you mean 'echo'?"``, when a name is close."""
-        value = self._data("suggestion")
-        return value if isinstance(value, str) else None
-
-
-class InvalidArgumentsError(RPCError):
-    """The arguments do not match the tool's schema (-32602, gRPC INVALID_ARGUMENT)."""
-
-    @property
-    def errors(self) -> list[dict[str, str]]:
-        """Each offending field: ``{"field": "limit", "message": "..."}``."""
-        value = self._data("errors")
-        if not isinstance(value, list):
-            return []
-        return [
-            {"field": str(e.get("field", "")), "message": str(e.get("message", ""))}
-            for e in value
-            if isinstance(e, Mapping)
-        ]
-
-
-class InvalidTokenError(RPCError):
-    """A promise token that is invalid, expired or unknown to the server."""
-
-    @property
-    def reason(self) -> str | None:
-        """``"invalid"``, ``"expired"`` or ``"unknown"``."""
-        value = self._data("reason")
-        return value if isinstance(value, str) else None
-
-
-class OverloadedError(RPCError):
-    """The server is at a limit (-32000, HTTP 503, gRPC RESOURCE_EXHAUSTED); retryable."""
-
-    @property
-    def retry_after(self) -> float | None:
-        value = self._data("retry_after")
-        return float(value) if isinstance(value, int | float) else None
-
-
-class AuthenticationError(RPCError):
-    """The server refused the request's credentials, or wanted some: no token, an
-    unknown, expired or malformed one (-32041, HTTP 401, gRPC UNAUTHENTICATED).
-
-    ``www_authenticate`` is the HTTP challenge (``Bearer resource_metadata=...``
-    names where an OAuth server says how to get a token); None over gRPC.
-    """
-
-    www_authenticate: str | None = None
-
-
-class PermissionDeniedError(RPCError):
-    """The token is good but lacks a scope the tool needs (-32043, HTTP 403
-    ``insufficient_scope``, gRPC PERMISSION_DENIED)."""
-
-    www_authenticate: str | None = None
-
-    @property
-    def scopes(self) -> list[str]:
-        """The scopes the request needed (every one the tool names)."""
-        value = self._data("scopes")
-        return [str(s) for s in value] if isinstance(value, list) else []
-
-
-class InternalServerError(RPCError):
-    """The tool raised (-32603, gRPC INTERNAL); ``error_id`` finds it in the server log."""
-
-    @property
-    def error_id(self) -> str | None:
-        value = self._data("error_id")
-        return value if isinstance(value, str) else None
-
-
-_TOKEN_REASONS = frozenset({"invalid", "expired", "unknown"})
-
-
-def rpc_error(
-    code: int, message: str, data: Any = None, *, grpc_status: int | None = None
-) -> RPCError:
-    """The :class:`RPCError` subclass for a JSON-RPC error."""
-    cls: type[RPCError] = RPCError
-    if code == wire.METHOD_NOT_FOUND and isinstance(data, Mapping) and "requested_tool" in data:
-        cls = ToolNotFoundError
-    elif code == wire.INVALID_PARAMS:
-        token_error = isinstance(data, Mapping) and data.get("reason") in _TOKEN_REASONS
-        cls = InvalidTokenError if token_error else InvalidArgumentsError
-    elif code == wire.INTERNAL_ERROR:
-        cls = InternalServerError
-    elif code == wire.SERVER_ERROR:
-        cls = OverloadedError
-    elif code == wire.UNAUTHENTICATED_ERROR:
-        cls = AuthenticationError
-    elif code == wire.FORBIDDEN_ERROR:
-        cls = PermissionDeniedError
-    return cls(code, message, data, grpc_status=grpc_status)
-
-
-def error_from_object(error: Any) -> RPCError:
-    """The :class:`RPCError` for a JSON-RPC ``error`` object ``{code, message, data?}``."""
-    if not isinstance(error, Mapping):
-        return RPCError(wire.INTERNAL_ERROR, f"malformed error object: {error!r}")
-    code = error.get("code")
-    message = error.get("message")
-    return rpc_error(
-        code if isinstance(code, int) and not isinstance(code, bool) else wire.INTERNAL_ERROR,
-        message if isinstance(message, str) else "error",
-        error.get("data"),
-    )
-
-
-# --- transports -------------------------------------------------------------------
-
-
-class Transport(Protocol):
-    """What a client needs of a wire.  Results are the HTTP binding's JSON shapes."""
-
-    async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
-        """The discovery entries.  Raises RPCError, TransportError."""
-        ...
-
-    async def call(
-        self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
-    ) -> dict[str, Any]:
-        """One ``tools/call``: the result object (with ``_meta``).
-
-        ``idempotent`` allows a retry after the server closed a reused connection
-        without answering.  Raises RPCError, TransportError.
-        """
-        ...
-
-    def stream(
-        self, name: str, arguments: dict[str, Any], timeout: float
-    ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
-        """A streamed call: :class:`Partial` parts (and :class:`ProgressUpdate`
-        reports among them, when the tool makes some), then the final result object.
-
-        ``timeout`` bounds each wait for the next item.
-        """
-        ...
-
-    async def aclose(self) -> None: ...
-
-
-class PromptTransport(Protocol):
-    """A transport that also carries prompts (MCP's JSON shapes)."""
-
-    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]: ...
-
-    async def get_prompt(
-        self, name: str, arguments: dict[str, str], timeout: float
-    ) -> dict[str, Any]: ...
-
-
-class ResourceTransport(Protocol):
-    """A transport that also carries resources: any MCP-style JSON-RPC request."""
-
-    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """One JSON-RPC request: its result object.  Raises RPCError, TransportError."""
-        ...
-
-
-# --- the client -------------------------------------------------------------------
 
 
 class BaseClient:
@@ -705,81 +398,8 @@ class Client(BaseClient):
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = url
-        security = _Security(token, cafile, certfile, keyfile, ssl_context)
-        super().__init__(_transport_for(url, pool_size, security), timeout=timeout)
+        security = Security(token, cafile, certfile, keyfile, ssl_context)
+        super().__init__(transport_for(url, pool_size, security), timeout=timeout)
 
     async def __aenter__(self) -> Client:
         return self
-
-
-@dataclass(frozen=True, slots=True)
-class _Security:
-    """The credentials and TLS options of a :class:`Client` (``repr`` hides the token)."""
-
-    token: str | None = field(default=None, repr=False)
-    cafile: str | None = None
-    certfile: str | None = None
-    keyfile: str | None = None
-    ssl_context: ssl.SSLContext | None = None
-
-    def context(self, url: str, tls: bool, alpn: str) -> ssl.SSLContext | None:
-        """The SSL context of a connection to ``url`` (None: plaintext)."""
-        from ._tls import client_context
-
-        files = self.cafile is not None or self.certfile is not None or self.keyfile is not None
-        if not tls:
-            if files or self.ssl_context is not None:
-                raise ValueError(f"TLS options need an https:// or grpcs:// URL, not {url!r}")
-            return None
-        if self.ssl_context is not None:
-            if files:
-                raise ValueError("give either ssl_context or cafile/certfile/keyfile")
-            if alpn == "h2":
-                self.ssl_context.set_alpn_protocols(["h2"])
-            return self.ssl_context
-        return client_context(
-            cafile=self.cafile, certfile=self.certfile, keyfile=self.keyfile, alpn=alpn
-        )
-
-
-def _transport_for(url: str, pool_size: int, security: _Security | None = None) -> Transport:
-    from ._tls import authorization
-
-    security = security or _Security()
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"bad port in URL {url!r}") from None
-    host = parts.hostname
-    if not host:
-        raise ValueError(f"no host in URL {url!r}")
-    if scheme in ("http", "https"):
-        from ._http import HttpTransport
-
-        tls = scheme == "https"
-        base = parts.path if parts.path else DEFAULT_BASE_PATH
-        return HttpTransport(
-            host,
-            port or (443 if tls else 80),
-            base.rstrip("/"),
-            tls=tls,
-            ssl_context=security.context(url, tls, "http/1.1"),
-            authorization=authorization(security.token),
-            pool_size=pool_size,
-        )
-    if scheme in ("grpc", "grpcs"):
-        from ._grpc import GrpcTransport
-
-        if parts.path not in ("", "/"):
-            raise ValueError(f"a {scheme}:// URL has no path: {url!r}")
-        return GrpcTransport(
-            host,
-            port or DEFAULT_GRPC_PORT,
-            ssl_context=security.context(url, scheme == "grpcs", "h2"),
-            authorization=authorization(security.token),
-        )
-    raise ValueError(
-        f"unsupported URL {url!r}: use http(s)://HOST:PORT/BASE or grpc(s)://HOST:PORT"
-    )

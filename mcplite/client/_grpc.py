@@ -1,7 +1,7 @@
 """The gRPC transport: ``grpclib.client.Channel`` carrying bytes our codec writes.
 
 grpclib frames messages and calls a codec to turn them into bytes; ours
-(:class:`BytesCodec`) passes bytes through, and :mod:`mcplite.bindings.grpc.codec` reads and
+(:class:`BytesCodec`) passes bytes through, and :mod:`mcplite.protocols.protobuf` reads and
 writes the protobuf messages.  Results are rebuilt in the HTTP binding's shape:
 ``ResponseMeta`` becomes ``_meta`` (epoch milliseconds as ISO 8601, ``extra``
 merged in).
@@ -28,18 +28,13 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.protocol import H2Protocol
 
 from ..core import wire
+from ..core.outcomes import Partial, ProgressUpdate
 from ..core.wire import ERROR_DATA_KEY, iso_timestamp
-from ..protocols.protobuf import (
-    CodecError,
-    ResponseMeta,
-    decode_struct,
-    decode_tool_response,
-    decode_tools_list,
-    encode_tool_request,
-    icon_of,
-)
-from . import Partial, ProgressUpdate, RequestTimeout, TransportError, rpc_error
+from ..protocols.protocalls import ResponseMeta, decode_tool_response, encode_tool_request
+from ..protocols.protostruct import decode_struct
+from ..protocols.protowire import CodecError
 from ._tls import tls_reason
+from .errors import RequestTimeout, TransportError, rpc_error
 
 __all__ = ["BytesCodec", "GrpcTransport", "grpc_error", "result_of"]
 
@@ -116,6 +111,8 @@ def _prompt_definition(prompt: Any) -> dict[str, Any]:
         arguments.append(entry)
     out["arguments"] = arguments
     if prompt.icons:
+        from ..protocols.protobuf import icon_of
+
         out["icons"] = [icon_of(icon) for icon in prompt.icons]
     return out
 
@@ -270,6 +267,10 @@ class GrpcTransport:
         return reply
 
     async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
+        # Discovery reads icons and annotations with the betterproto classes, which
+        # load grpclib's server module: imported here, not by every client.
+        from ..protocols.protobuf import decode_tools_list
+
         data = await self._unary("GetTools", b"", timeout)
         try:
             return decode_tools_list(data)

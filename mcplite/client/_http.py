@@ -50,18 +50,17 @@ import h11
 
 from .._version import __version__
 from ..core import wire
-from . import (
+from ..core.outcomes import Partial, ProgressUpdate
+from ._tls import tls_reason
+from .errors import (
     AuthenticationError,
     OverloadedError,
-    Partial,
     PermissionDeniedError,
-    ProgressUpdate,
     RequestTimeout,
     RPCError,
     TransportError,
     error_from_object,
 )
-from ._tls import tls_reason
 
 __all__ = ["HttpTransport", "SseParser"]
 

@@ -70,66 +70,62 @@ Errors are printed as ``mcplite: error: ...`` on stderr.
 
 The lead's ``mcplite/ops/cli.py`` wires these in with :func:`register` and :func:`run`;
 ``python -m mcplite.client.cli tools URL`` works on its own too.
+
+This module parses the command line and maps errors to exit statuses; the
+commands are in :mod:`mcplite.client.clicommands`, what they print in
+:mod:`mcplite.client.clioutput`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import contextlib
 import json
-import os
-import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
-from . import (
+from .clicommands import (
+    PROMPT_AND_RESOURCE_COMMANDS,
+    TOKEN_ENV,
+    UsageError,
+    Waiting,
+    call_command,
+    interrupted,
+    redeem_command,
+    token_of,
+    tools_command,
+)
+from .clioutput import (
+    EXIT_FORBIDDEN,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID_ARGUMENTS,
+    EXIT_PROTOCOL,
+    EXIT_TIMEOUT,
+    EXIT_TRANSPORT,
+    EXIT_UNAUTHENTICATED,
+    EXIT_UNKNOWN_TOOL,
+    EXIT_USAGE,
+    print_error,
+    terminal,
+    unknown_tool,
+)
+from .errors import (
     AuthenticationError,
-    Client,
     ClientError,
     InvalidArgumentsError,
-    Partial,
     PermissionDeniedError,
     PromiseTimeout,
     RequestTimeout,
-    Response,
     RPCError,
-    ToolInfo,
     ToolNotFoundError,
     TransportError,
 )
-from .progress import ProgressLine
 
 __all__ = ["COMMANDS", "main", "redeem_command", "register", "run"]
 
 #: The subcommands :func:`register` adds.
 COMMANDS = ("tools", "call", "prompts", "prompt", "resources", "read")
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_TRANSPORT = 3
-EXIT_UNKNOWN_TOOL = 4
-EXIT_INVALID_ARGUMENTS = 5
-EXIT_PROTOCOL = 6
-EXIT_TIMEOUT = 7
-EXIT_UNAUTHENTICATED = 8
-EXIT_FORBIDDEN = 9
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
-
-#: Seconds each long poll of a promise lasts while a progress line is shown: the
-#: line hears of the tool's progress about this often (one redeem per interval).
-PROGRESS_POLL_WAIT = 1.0
-
-#: The environment variable ``--token`` defaults to.
-TOKEN_ENV = "MCPLITE_TOKEN"
-
-
-class UsageError(Exception):
-    """A mistake on the command line (exit 2)."""
 
 
 def _timeout(text: str) -> float:
@@ -179,23 +175,6 @@ def _security_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--keyfile", metavar="PEM", help="the client certificate's key (if not in --certfile)"
-    )
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    token: str | None = getattr(args, "token", None)
-    return token if token is not None else os.environ.get(TOKEN_ENV) or None
-
-
-def _client(args: argparse.Namespace) -> Client:
-    """The client a command's options ask for.  Raises ValueError (exit 2)."""
-    return Client(
-        args.url,
-        timeout=args.timeout,
-        token=_token(args),
-        cafile=args.cafile,
-        certfile=args.certfile,
-        keyfile=args.keyfile,
     )
 
 
@@ -332,44 +311,44 @@ def run(args: argparse.Namespace) -> int:
     return the exit status (see the module doc)."""
     try:
         if args.client_command == "tools":
-            return asyncio.run(_tools(args))
-        if args.client_command in _PROMPT_AND_RESOURCE_COMMANDS:
-            return asyncio.run(_PROMPT_AND_RESOURCE_COMMANDS[args.client_command](args))
+            return asyncio.run(tools_command(args))
+        if args.client_command in PROMPT_AND_RESOURCE_COMMANDS:
+            return asyncio.run(PROMPT_AND_RESOURCE_COMMANDS[args.client_command](args))
         arguments = parse_arguments(args.pairs, args.json_arguments)
-        waiting = _Waiting()
+        waiting = Waiting()
         try:
-            return asyncio.run(_call(args, arguments, waiting))
+            return asyncio.run(call_command(args, arguments, waiting))
         except KeyboardInterrupt:
-            return _interrupted(args, waiting)
+            return interrupted(args, waiting)
     except UsageError as exc:
-        return _error(str(exc), EXIT_USAGE)
+        return print_error(str(exc), EXIT_USAGE)
     except ValueError as exc:  # a bad URL
-        return _error(str(exc), EXIT_USAGE)
+        return print_error(str(exc), EXIT_USAGE)
     except (PromiseTimeout, RequestTimeout) as exc:
-        return _error(str(exc), EXIT_TIMEOUT)
+        return print_error(str(exc), EXIT_TIMEOUT)
     except TransportError as exc:
-        return _error(str(exc), EXIT_TRANSPORT)
+        return print_error(str(exc), EXIT_TRANSPORT)
     except AuthenticationError as exc:
-        hint = "" if _token(args) else f" (give --token or set ${TOKEN_ENV})"
-        return _error(f"not authenticated: {exc.message}{hint}", EXIT_UNAUTHENTICATED)
+        hint = "" if token_of(args) else f" (give --token or set ${TOKEN_ENV})"
+        return print_error(f"not authenticated: {exc.message}{hint}", EXIT_UNAUTHENTICATED)
     except PermissionDeniedError as exc:
         needed = f" (needs scope: {' '.join(exc.scopes)})" if exc.scopes else ""
-        return _error(f"permission denied: {exc.message}{needed}", EXIT_FORBIDDEN)
+        return print_error(f"permission denied: {exc.message}{needed}", EXIT_FORBIDDEN)
     except ToolNotFoundError as exc:
-        return _error(_unknown_tool(exc), EXIT_UNKNOWN_TOOL)
+        return print_error(unknown_tool(exc), EXIT_UNKNOWN_TOOL)
     except InvalidArgumentsError as exc:
         fields = exc.errors
         if not fields:
-            return _error(exc.message, EXIT_INVALID_ARGUMENTS)
+            return print_error(exc.message, EXIT_INVALID_ARGUMENTS)
         lines = "".join(f"\n  {e['field']}: {e['message']}" for e in fields)
         what = getattr(args, "name", None) or getattr(args, "uri", "?")
-        return _error(f"invalid arguments for '{what}':{lines}", EXIT_INVALID_ARGUMENTS)
+        return print_error(f"invalid arguments for '{what}':{lines}", EXIT_INVALID_ARGUMENTS)
     except RPCError as exc:
-        return _error(f"{exc.message} (code {exc.code})", EXIT_PROTOCOL)
+        return print_error(f"{exc.message} (code {exc.code})", EXIT_PROTOCOL)
     except ClientError as exc:  # e.g. resources asked of a gRPC server
-        return _error(str(exc), EXIT_PROTOCOL)
+        return print_error(str(exc), EXIT_PROTOCOL)
     except KeyboardInterrupt:  # also a second Ctrl-C while the first is handled
-        if _terminal(sys.stderr):
+        if terminal(sys.stderr):
             sys.stderr.write("\n")  # the shell's prompt on a line of its own
         return EXIT_INTERRUPTED
 
@@ -406,430 +385,6 @@ def parse_arguments(pairs: Sequence[str], json_text: str | None) -> dict[str, An
             value = text
         arguments[key] = value
     return arguments
-
-
-# --- tools --------------------------------------------------------------------------
-
-
-async def _tools(args: argparse.Namespace) -> int:
-    async with _client(args) as client:
-        tools = await client.list_tools()
-    if args.json:
-        definitions = [
-            {
-                "name": t.name,
-                **({"@type": t.type} if t.type else {}),
-                "description": t.description,
-                "inputSchema": t.input_schema,
-            }
-            for t in tools
-        ]
-        _print_json(definitions)
-    else:
-        sys.stdout.write(tools_table(tools))
-    return EXIT_OK
-
-
-def tools_table(tools: Sequence[ToolInfo]) -> str:
-    """A plain-text table: name, type, description's first line, arguments."""
-    rows = [("NAME", "TYPE", "DESCRIPTION", "ARGUMENTS")]
-    for tool in tools:
-        summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
-        rows.append((tool.name, tool.type or "-", summary, describe_arguments(tool.input_schema)))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + "  "
-        + row[3]
-        for row in rows
-    ]
-    lines.append("(* required)")
-    return "".join(line.rstrip() + "\n" for line in lines)
-
-
-def describe_arguments(schema: dict[str, Any]) -> str:
-    """``name*: type, name: type = default`` for each property (``*``: required)."""
-    properties = schema.get("properties")
-    if not isinstance(properties, dict) or not properties:
-        return "-"
-    required = schema.get("required")
-    required = set(required) if isinstance(required, list) else set()
-    out = []
-    for name, prop in properties.items():
-        prop = prop if isinstance(prop, dict) else {}
-        text = f"{name}{'*' if name in required else ''}: {schema_type(prop)}"
-        if "default" in prop:
-            text += f" = {json.dumps(prop['default'], ensure_ascii=False)}"
-        out.append(text)
-    return ", ".join(out)
-
-
-def schema_type(schema: dict[str, Any]) -> str:
-    """A short type for a JSON Schema: ``string``, ``array[integer]``, ``"a"|"b"``."""
-    if "enum" in schema and isinstance(schema["enum"], list):
-        return "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
-    if "const" in schema:
-        return json.dumps(schema["const"], ensure_ascii=False)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return "|".join(str(k) for k in kind)
-    if kind == "array" and isinstance(schema.get("items"), dict):
-        return f"array[{schema_type(schema['items'])}]"
-    if isinstance(kind, str):
-        return kind
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            return "|".join(schema_type(o) if isinstance(o, dict) else "any" for o in options)
-    return "any"
-
-
-# --- prompts and resources ----------------------------------------------------------
-
-
-def _no_grpc(args: argparse.Namespace) -> None:
-    if args.url.lower().startswith("grpc:"):
-        raise UsageError(f"'{args.client_command}' needs an http:// URL: gRPC has no resources")
-
-
-async def _prompts(args: argparse.Namespace) -> int:
-    async with _client(args) as client:
-        prompts = await client.list_prompts()
-    if args.json:
-        _print_json(prompts)
-    else:
-        sys.stdout.write(prompts_table(prompts))
-    return EXIT_OK
-
-
-def prompts_table(prompts: Sequence[dict[str, Any]]) -> str:
-    """A plain-text table: name, description's first line, arguments (``*``: required)."""
-    rows = [("NAME", "DESCRIPTION", "ARGUMENTS")]
-    for prompt in prompts:
-        description = str(prompt.get("description") or "").strip()
-        summary = description.splitlines()[0] if description else ""
-        arguments = prompt.get("arguments")
-        names = [
-            f"{a.get('name')}{'*' if a.get('required') else ''}"
-            for a in (arguments if isinstance(arguments, list) else [])
-            if isinstance(a, dict)
-        ]
-        rows.append((str(prompt.get("name")), summary, ", ".join(names) or "-"))
-    return _table(rows, "(* required)")
-
-
-def _table(rows: Sequence[tuple[str, ...]], footer: str | None = None) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
-        + "  "
-        + row[-1]
-        for row in rows
-    ]
-    if footer is not None:
-        lines.append(footer)
-    return "".join(line.rstrip() + "\n" for line in lines)
-
-
-async def _prompt(args: argparse.Namespace) -> int:
-    arguments = {}
-    for pair in args.pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"expected KEY=VALUE, got {pair!r}")
-        arguments[key] = value
-    async with _client(args) as client:
-        result = await client.get_prompt(args.name, arguments)
-    if args.json:
-        _print_json(result)
-        return EXIT_OK
-    messages = result.get("messages")
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, dict):
-            continue
-        sys.stdout.write(f"[{message.get('role')}]\n")
-        _print_content([message.get("content")], sys.stdout)
-    return EXIT_OK
-
-
-async def _resources(args: argparse.Namespace) -> int:
-    _no_grpc(args)
-    async with _client(args) as client:
-        resources = await client.list_resources()
-        templates = await client.list_resource_templates()
-    if args.json:
-        _print_json({"resources": resources, "resourceTemplates": templates})
-        return EXIT_OK
-    rows = [("URI", "MIME TYPE", "NAME")]
-    for entry in resources:
-        rows.append((str(entry.get("uri")), str(entry.get("mimeType") or "-"), _named(entry)))
-    for entry in templates:
-        rows.append(
-            (str(entry.get("uriTemplate")), str(entry.get("mimeType") or "-"), _named(entry))
-        )
-    sys.stdout.write(_table(rows))
-    return EXIT_OK
-
-
-def _named(entry: dict[str, Any]) -> str:
-    name = str(entry.get("title") or entry.get("name") or "")
-    description = str(entry.get("description") or "").strip()
-    summary = description.splitlines()[0] if description else ""
-    return f"{name}: {summary}" if summary else name
-
-
-async def _read(args: argparse.Namespace) -> int:
-    _no_grpc(args)
-    async with _client(args) as client:
-        contents = await client.read_resource(args.uri)
-    if args.json:
-        _print_json(contents)
-        return EXIT_OK
-    for item in contents:
-        if isinstance(item.get("text"), str):
-            text = item["text"]
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        elif isinstance(item.get("blob"), str):
-            sys.stdout.flush()
-            sys.stdout.buffer.write(base64.b64decode(item["blob"]))
-            sys.stdout.buffer.flush()
-    return EXIT_OK
-
-
-_PROMPT_AND_RESOURCE_COMMANDS = {
-    "prompts": _prompts,
-    "prompt": _prompt,
-    "resources": _resources,
-    "read": _read,
-}
-
-
-# --- call ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Waiting:
-    """What a Ctrl-C needs to know of the call: the promise it waits on (if any)
-    and the progress line to erase."""
-
-    token: str | None = None
-    line: ProgressLine | None = field(default=None, repr=False)
-
-    def promised(self, response: Response) -> None:
-        self.token = response.promise_token
-        if self.line is not None:
-            self.line.update(response.meta)
-
-
-def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
-    """The progress line of a waiting call: only on a terminal, and not ``--quiet``."""
-    if args.quiet or args.no_wait or args.stream:
-        return None
-    return ProgressLine(sys.stderr, args.name) if _terminal(sys.stderr) else None
-
-
-def _terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # replaced, or closed
-        return False
-
-
-async def _call(args: argparse.Namespace, arguments: dict[str, Any], waiting: _Waiting) -> int:
-    async with _client(args) as client:
-        if args.stream:
-            return await _stream(client, args, arguments)
-        if args.no_wait:
-            response = await client.call(args.name, arguments, wait=False, timeout=args.timeout)
-        else:
-            line = waiting.line = _progress_line(args)
-            shown = line.shown() if line is not None else contextlib.nullcontext()
-            async with shown:
-                response = await client.call(
-                    args.name,
-                    arguments,
-                    timeout=args.timeout,
-                    on_progress=waiting.promised,
-                    poll_wait=PROGRESS_POLL_WAIT if line is not None else None,
-                )
-    if args.no_wait and response.promise_token is not None and not args.raw:
-        print(response.promise_token)
-        return EXIT_OK
-    return _print_response(response, args.raw)
-
-
-async def _stream(client: Client, args: argparse.Namespace, arguments: dict[str, Any]) -> int:
-    out = sys.stdout
-    printed = False
-    ends_with_newline = True
-    async for item in client.stream(args.name, arguments):
-        if isinstance(item, Partial):
-            printed = True
-            if args.raw:
-                out.write(json.dumps({"partial": item.value}, ensure_ascii=False) + "\n")
-            elif isinstance(item.value, str):
-                out.write(item.value)
-                ends_with_newline = item.value.endswith("\n")
-            else:
-                if not ends_with_newline:
-                    out.write("\n")
-                out.write(json.dumps(item.value, ensure_ascii=False) + "\n")
-                ends_with_newline = True
-            out.flush()
-            continue
-        if printed and not ends_with_newline:
-            out.write("\n")
-        if args.raw:
-            return _print_response(item, raw=True)
-        if printed and item.response_type == "answer":
-            return EXIT_OK  # the final answer is the parts, already printed
-        return _print_response(item, raw=False)
-    raise TransportError("the stream ended without its final result")
-
-
-# --- Ctrl-C while waiting -----------------------------------------------------------
-
-
-def _interrupted(args: argparse.Namespace, waiting: _Waiting) -> int:
-    """Ctrl-C during a call: cancel its promise, or say how to redeem it (exit 130).
-
-    Runs after the event loop has ended; a second Ctrl-C (KeyboardInterrupt) from
-    here exits at once, through :func:`run`.
-    """
-    if waiting.line is not None:
-        waiting.line.erase()
-    token = waiting.token
-    if token is None:  # interrupted before the server answered: nothing to redeem
-        print("mcplite: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    try:
-        cancel = args.cancel_on_interrupt or _ask("Cancel the call on the server? [y/N] ")
-    except KeyboardInterrupt:  # a second Ctrl-C: no cancel, exit at once
-        sys.stderr.write("\n")
-        cancel = False
-    if cancel:
-        return _cancel(args, token)
-    print(
-        "mcplite: interrupted; the call goes on on the server. Redeem it later with:\n"
-        f"  {redeem_command(args, token)}",
-        file=sys.stderr,
-    )
-    return EXIT_INTERRUPTED
-
-
-def _ask(question: str) -> bool:
-    """Ask on the terminal (stderr, stdin); False when either is not a terminal."""
-    if not (_terminal(sys.stdin) and _terminal(sys.stderr)):
-        return False
-    # At the start of the line, over the terminal's "^C" (the progress line is erased).
-    sys.stderr.write(f"\r\x1b[Kmcplite: {question}")
-    sys.stderr.flush()
-    answer = sys.stdin.readline()  # "": end of input, a no
-    return answer.strip().lower() in ("y", "yes")
-
-
-def _cancel(args: argparse.Namespace, token: str) -> int:
-    async def cancel() -> Response:
-        async with _client(args) as client:
-            return await client.cancel(token)
-
-    try:
-        response = asyncio.run(cancel())
-    except ClientError as exc:
-        print(
-            f"mcplite: error: could not cancel the call: {exc}\n"
-            f"  redeem it with: {redeem_command(args, token)}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-    structured = response.raw.get("structuredContent")
-    cancelled = isinstance(structured, dict) and structured.get("cancelled") is True
-    if cancelled or response.text == "cancelled":
-        print(f"mcplite: interrupted; cancelled the call on the server ({token})", file=sys.stderr)
-    else:
-        print(
-            "mcplite: interrupted; the call had already finished on the server. Its outcome:\n"
-            f"  {redeem_command(args, token)}",
-            file=sys.stderr,
-        )
-    return EXIT_INTERRUPTED
-
-
-def redeem_command(args: argparse.Namespace, token: str) -> str:
-    """The shell command that redeems ``token`` with the same server and TLS options
-    (never the bearer token: it comes from ``$MCPLITE_TOKEN`` or is given again)."""
-    words = ["mcplite", "call", args.url, "redeem", f"promise={token}"]
-    for option in ("cafile", "certfile", "keyfile"):
-        value = getattr(args, option, None)
-        if value is not None:
-            words += [f"--{option}", value]
-    command = shlex.join(words)
-    if getattr(args, "token", None) is not None:
-        command += "  # and --token as before"
-    return command
-
-
-def _print_response(response: Response, raw: bool) -> int:
-    status = EXIT_FAILURE if response.is_error else EXIT_OK
-    if raw:
-        _print_json(response.raw)
-        return status
-    if response.is_error:
-        failure = response.raw.get("failure")
-        message = failure.get("message") if isinstance(failure, dict) else None
-        message = message or response.text or "the tool failed"
-        reason = failure.get("reason") if isinstance(failure, dict) else None
-        suffix = f" (reason: {reason})" if reason else ""
-        print(f"mcplite: failure: {message}{suffix}", file=sys.stderr)
-        return status
-    _print_content(response.content, sys.stdout)
-    if response.response_type == "elicitation":
-        elicitation = response.raw.get("elicitation")
-        schema = elicitation.get("requestedSchema") if isinstance(elicitation, dict) else None
-        print(
-            "mcplite: the tool asks for more information; call again with arguments for: "
-            + json.dumps(schema, ensure_ascii=False),
-            file=sys.stderr,
-        )
-    elif response.response_type == "request-for-more-resource":
-        wanted = response.raw.get("resources")
-        print(
-            "mcplite: the tool asks for more resources: " + json.dumps(wanted, ensure_ascii=False),
-            file=sys.stderr,
-        )
-    elif response.response_type == "promise":
-        print(f"mcplite: promise {response.promise_token}", file=sys.stderr)
-    return status
-
-
-def _print_content(content: list[Any], out: TextIO) -> None:
-    for item in content:
-        if (
-            isinstance(item, dict)
-            and item.get("type") == "text"
-            and isinstance(item.get("text"), str)
-        ):
-            text = item["text"]
-            out.write(text if text.endswith("\n") else text + "\n")
-        else:
-            out.write(json.dumps(item, indent=2, ensure_ascii=False) + "\n")
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-
-
-def _unknown_tool(exc: ToolNotFoundError) -> str:
-    name = exc.requested_tool or "?"
-    if exc.suggestion:
-        return f"unknown tool '{name}'. {exc.suggestion}"
-    available = ", ".join(exc.available_tools)
-    return f"unknown tool '{name}'" + (f" (available: {available})" if available else "")
-
-
-def _error(message: str, status: int) -> int:
-    print(f"mcplite: error: {message}", file=sys.stderr)
-    return status
 
 
 if __name__ == "__main__":

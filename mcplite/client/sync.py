@@ -22,7 +22,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mappin
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import BaseClient, Client, Partial, ProgressUpdate, Response, ToolInfo
+from ..core.outcomes import Partial, ProgressUpdate
+from . import BaseClient, Client
+from .results import Response, ToolInfo
 
 __all__ = ["SyncClient"]
 

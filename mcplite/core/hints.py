@@ -6,7 +6,7 @@ adds constraints and a description. Unsupported hints raise ``TypeError`` when
 the tool is registered, never when it is called. Stdlib only.
 
 What is made here is checked by :mod:`mcplite.core.schema`, whose JSON type names and
-number rules this module reuses rather than restates.
+number rules (:mod:`mcplite.core.jsonvalues`) this module reuses rather than restates.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Annotated, Any, Literal, NotRequired, Required, Union
 
-from .jsonvalues import _TYPE_OF, _json_type, _NoneType
-from .schema import _is_bool, _is_finite_number
+from .jsonvalues import TYPE_OF, NoneType, is_finite_number, json_type
 
 __all__ = ["Field", "schema_for_function", "schema_for_type"]
 
@@ -64,11 +63,13 @@ class Field:
     def __post_init__(self) -> None:
         for name in ("min_length", "max_length", "min_items", "max_items"):
             value = getattr(self, name)
-            if value is not None and (_is_bool(value) or not isinstance(value, int) or value < 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
                 raise ValueError(f"Field({name}=...) must be a non-negative integer, not {value!r}")
         for name in ("ge", "le", "gt", "lt"):
             value = getattr(self, name)
-            if value is not None and not _is_finite_number(value):
+            if value is not None and not is_finite_number(value):
                 raise ValueError(f"Field({name}=...) must be a finite number, not {value!r}")
         for low, high in (("ge", "le"), ("min_length", "max_length"), ("min_items", "max_items")):
             lo, hi = getattr(self, low), getattr(self, high)
@@ -115,7 +116,7 @@ class Field:
 # str, int, float, bool and NoneType, named as the checker names them; a bare
 # ``None`` in a hint means NoneType.
 _SCALARS: dict[Any, str] = {
-    **{tp: name for tp, name in _TYPE_OF.items() if name not in ("array", "object")},
+    **{tp: name for tp, name in TYPE_OF.items() if name not in ("array", "object")},
     None: "null",
 }
 _ARRAY_ORIGINS: frozenset[Any] = frozenset({list, abc.Sequence, abc.MutableSequence})
@@ -334,7 +335,7 @@ def _dict_schema(tp: Any, args: tuple[Any, ...], walk: _Walk) -> dict[str, Any]:
 
 
 def _union_schema(args: tuple[Any, ...], walk: _Walk) -> dict[str, Any]:
-    branches = [_hint_schema(arg, walk) for arg in args if arg is not _NoneType]
+    branches = [_hint_schema(arg, walk) for arg in args if arg is not NoneType]
     if {} in branches:
         return {}  # Any absorbs the other branches, null included
     if len(branches) < len(args):
@@ -343,7 +344,7 @@ def _union_schema(args: tuple[Any, ...], walk: _Walk) -> dict[str, Any]:
 
 
 def _json_type_of_constant(value: Any, where: str) -> str:
-    kind = _json_type(value)
+    kind = json_type(value)
     if kind in (None, "array", "object") or (kind == "number" and not math.isfinite(value)):
         raise _HintError(f"{where}: {value!r} is not a JSON string, number, boolean or null")
     return kind

@@ -7,27 +7,42 @@ Nothing here recurses deeper than a fixed bound, whatever the value's nesting.
 from __future__ import annotations
 
 import json
+import math
 import reprlib
 from typing import Any
 
+__all__ = [
+    "TYPE_OF",
+    "NoneType",
+    "all_unique",
+    "canonical",
+    "describe",
+    "is_finite_number",
+    "json_type",
+    "short",
+    "slow_json_type",
+]
+
 _SHORT = 40  # characters of a value quoted in an error message
 
-_NoneType = type(None)
+NoneType = type(None)
 # The JSON type of each Python type a decoded value can have; mcplite.core.hints maps a
 # scalar type hint through the same table.
-_TYPE_OF: dict[type, str] = {
+TYPE_OF: dict[type, str] = {
     str: "string",
     int: "integer",
     float: "number",
     bool: "boolean",
-    _NoneType: "null",
+    NoneType: "null",
     list: "array",
     tuple: "array",
     dict: "object",
 }
 
 
-def _slow_json_type(value: Any) -> str | None:
+def slow_json_type(value: Any) -> str | None:
+    """The JSON type of an instance of a subclass (a str enum, an IntEnum, an
+    OrderedDict), or None for a value that is no JSON type."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -43,8 +58,14 @@ def _slow_json_type(value: Any) -> str | None:
     return None
 
 
-def _json_type(value: Any) -> str | None:
-    return _TYPE_OF.get(type(value)) or _slow_json_type(value)
+def json_type(value: Any) -> str | None:
+    """``"string"``, ``"integer"``, ... for a JSON-like value; None for any other."""
+    return TYPE_OF.get(type(value)) or slow_json_type(value)
+
+
+def is_finite_number(value: Any) -> bool:
+    """A JSON number the schema checker accepts as a bound: not a bool, not NaN or infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # --- value helpers (no recursion deeper than a fixed bound) -------------------
@@ -60,7 +81,7 @@ class _Key:
         self.key = key
 
 
-def _canonical(value: Any) -> str:
+def canonical(value: Any) -> str:
     """A string equal for JSON-equal values (1 == 1.0, true != 1, key order ignored).
 
     Iterative, so a deeply nested value cannot exhaust the Python stack.
@@ -104,28 +125,28 @@ def _scalar_token(value: Any) -> str:
     return f"<{type(value).__qualname__} {id(value):#x}>"
 
 
-def _all_unique(values: list[Any]) -> bool:
+def all_unique(values: list[Any]) -> bool:
     seen: set[Any] = set()
     for item in values:
-        key = item if type(item) is str else (_canonical(item),)
+        key = item if type(item) is str else (canonical(item),)
         if key in seen:
             return False
         seen.add(key)
     return True
 
 
-def _describe(value: Any, jt: str | None = None) -> str:
+def describe(value: Any, jt: str | None = None) -> str:
     """``string "10"``: the JSON type name and a short rendering of the value."""
     if jt is None:
-        jt = _json_type(value)
+        jt = json_type(value)
     if jt is None:
         return f"Python {type(value).__qualname__} {reprlib.repr(value)}"
     if value is None:
         return "null"
-    return f"{jt} {_short(value)}"
+    return f"{jt} {short(value)}"
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     """A JSON-like rendering of value, at most 40 characters."""
     text = _render(value, _SHORT + 1)
     if len(text) > _SHORT:

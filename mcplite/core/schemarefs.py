@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
+from .schemanodes import Node
+
 __all__ = ["Compile", "Document", "Node", "bad"]
 
-Node = Callable[[Any], Any]
 Compile = Callable[[Any, str, "Document"], Node]
 """``compile(schema, where, document)``: the checker's compiler, handed in."""
 

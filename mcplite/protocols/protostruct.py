@@ -1,0 +1,375 @@
+"""``google.protobuf.Struct``, ``Value`` and ``ListValue`` <-> plain JSON-like values.
+
+Value mapping (``google/protobuf/struct.proto``):
+
+=====================  ==========================  ==============================
+Python                 Value field                 back to Python
+=====================  ==========================  ==============================
+``None``               ``null_value``              ``None``
+``bool``               ``bool_value``              ``bool``
+``int``, ``float``     ``number_value`` (double)   ``int`` if integral and
+                                                   ``|x| <= 2**53``, else ``float``
+``str``                ``string_value``            ``str``
+``dict``               ``struct_value``            ``dict``
+``list``, ``tuple``    ``list_value``              ``list``
+=====================  ==========================  ==============================
+
+Numbers: ``number_value`` is a double, so ``1.0`` comes back as ``1`` and an ``int``
+above ``2**53`` loses precision exactly as it would in JSON parsed by a
+JavaScript client.  An ``int`` beyond the range of a double (about ``1.8e308``)
+raises :class:`ValueError`.  NaN and infinities are carried as doubles.
+
+Dict keys follow :func:`json.dumps`: ``str`` keys as they are; ``int``, ``float``,
+``bool`` and ``None`` keys become their JSON text (``1`` -> ``"1"``, ``True`` ->
+``"true"``).  Any other key or value type raises :class:`TypeError`.
+
+A repeated scalar keeps its last value, a repeated message merges (Struct fields
+update, list values extend); a ``Value`` with no kind set is ``None``; a Struct
+entry carrying unknown fields is dropped, as upb does.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .prototags import (
+    ENTRY_KEY,
+    ENTRY_KEY_B,
+    ENTRY_VALUE,
+    ENTRY_VALUE_B,
+    LIST_VALUES,
+    LIST_VALUES_B,
+    STRUCT_FIELDS,
+    STRUCT_FIELDS_B,
+    VALUE_BOOL,
+    VALUE_LIST,
+    VALUE_LIST_B,
+    VALUE_NULL,
+    VALUE_NUMBER,
+    VALUE_NUMBER_B,
+    VALUE_STRING,
+    VALUE_STRING_B,
+    VALUE_STRUCT,
+    VALUE_STRUCT_B,
+)
+from .protowire import (
+    MALFORMED,
+    MAX_DEPTH,
+    SMALL_VARINTS,
+    CodecError,
+    as_bytes,
+    length_delimited,
+    malformed,
+    skip_field,
+    text_field,
+    varint,
+    varint_tail,
+)
+
+__all__ = [
+    "decode_struct",
+    "decode_value",
+    "encode_struct",
+    "encode_value",
+    "read_struct",
+    "write_struct",
+]
+
+_pack_double = struct.Struct("<d").pack
+_unpack_double = struct.Struct("<d").unpack_from
+_EXACT = float(1 << 53)  # largest magnitude at which every integer is a double
+
+# Tags a decoder branch takes together (a module tuple: as fast as `==` chains).
+_ENTRY_FIELDS = (ENTRY_KEY, ENTRY_VALUE)
+_VALUE_LEN_KINDS = (VALUE_STRING, VALUE_STRUCT, VALUE_LIST)
+_VALUE_VARINT_KINDS = (VALUE_BOOL, VALUE_NULL)
+_VALUE_NONE = varint(VALUE_NULL) + b"\x00"  # NULL_VALUE, NullValue's only value (0)
+_VALUE_TRUE = varint(VALUE_BOOL) + b"\x01"
+_VALUE_FALSE = varint(VALUE_BOOL) + b"\x00"
+
+
+# --- encoding Struct / Value / ListValue -----------------------------------------
+
+# Encoded map-entry key fields (tag + len + utf-8) for recently seen keys: keys
+# repeat across calls ("content", "type", "text"), so this skips most key encoding.
+_KEY_CACHE: dict[str, bytes] = {}
+_KEY_CACHE_LIMIT = 4096
+
+
+def _key_field(key: Any) -> bytes:
+    """The ``key`` field of a ``Struct.FieldsEntry``, converting keys as json.dumps does."""
+    if not isinstance(key, str):
+        if key is True:
+            key = "true"
+        elif key is False:
+            key = "false"
+        elif key is None:
+            key = "null"
+        elif isinstance(key, int | float):
+            key = json.dumps(key)
+        else:
+            raise TypeError(
+                f"Struct keys must be str, int, float, bool or None, not {type(key).__name__}"
+            )
+        return text_field(ENTRY_KEY_B, key)
+    field = _KEY_CACHE.get(key)
+    if field is None:
+        field = text_field(ENTRY_KEY_B, key)
+        if len(_KEY_CACHE) >= _KEY_CACHE_LIMIT:
+            _KEY_CACHE.clear()
+        _KEY_CACHE[key] = field
+    return field
+
+
+def write_struct(obj: Mapping[Any, Any], depth: int) -> bytes:
+    """Struct payload: one ``fields`` map entry per item; ``depth`` is the nesting of
+    ``obj`` (1 for a message's own Struct field).  Raises as :func:`encode_struct`."""
+    if depth > MAX_DEPTH:
+        raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
+    out = []
+    for key, value in obj.items():
+        key_field = _KEY_CACHE.get(key) if type(key) is str else None
+        if key_field is None:
+            key_field = _key_field(key)
+        if type(value) is str:  # the common case, inlined
+            raw = value.encode()
+            n = len(raw)
+            value_msg = VALUE_STRING_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + raw
+        else:
+            value_msg = _enc_value(value, depth)
+        n = len(value_msg)
+        entry = (
+            key_field + ENTRY_VALUE_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + value_msg
+        )
+        n = len(entry)
+        out.append(STRUCT_FIELDS_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + entry)
+    return b"".join(out)
+
+
+def _enc_list(items: Iterable[Any], depth: int) -> bytes:
+    """ListValue payload: one ``values`` entry per item."""
+    if depth > MAX_DEPTH:
+        raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
+    out = []
+    for item in items:
+        value_msg = _enc_value(item, depth)
+        n = len(value_msg)
+        out.append(LIST_VALUES_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + value_msg)
+    return b"".join(out)
+
+
+def _enc_value(value: Any, depth: int) -> bytes:
+    """Value payload: exactly one ``kind`` field (oneof members are always written)."""
+    kind = type(value)
+    if kind is str:
+        return text_field(VALUE_STRING_B, value)
+    if kind is dict:
+        payload = write_struct(value, depth + 1)
+        n = len(payload)
+        return VALUE_STRUCT_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + payload
+    if kind is list or kind is tuple:
+        payload = _enc_list(value, depth + 1)
+        n = len(payload)
+        return VALUE_LIST_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + payload
+    if kind is bool:
+        return _VALUE_TRUE if value else _VALUE_FALSE
+    if kind is float:
+        return VALUE_NUMBER_B + _pack_double(value)
+    if kind is int:
+        return VALUE_NUMBER_B + _pack_double(_as_double(value))
+    if value is None:
+        return _VALUE_NONE
+    # Subclasses (str enums, IntEnum, OrderedDict, named tuples): same as their base.
+    if isinstance(value, str):
+        return text_field(VALUE_STRING_B, value)  # its own text, as json.dumps writes it
+    if isinstance(value, bool):
+        return _VALUE_TRUE if value else _VALUE_FALSE
+    if isinstance(value, int | float):
+        return VALUE_NUMBER_B + _pack_double(_as_double(value))
+    if isinstance(value, dict):
+        return length_delimited(VALUE_STRUCT_B, write_struct(value, depth + 1))
+    if isinstance(value, list | tuple):
+        return length_delimited(VALUE_LIST_B, _enc_list(value, depth + 1))
+    raise TypeError(f"{type(value).__name__} is not a JSON value; cannot put it in a Struct")
+
+
+def _as_double(number: int | float) -> float:
+    try:
+        return float(number)
+    except OverflowError:
+        raise ValueError(
+            f"integer with {int(number).bit_length()} bits is beyond the range of a double"
+        ) from None
+
+
+def encode_struct(obj: Mapping[Any, Any]) -> bytes:
+    """Serialize a dict as a ``google.protobuf.Struct`` message.
+
+    Raises TypeError for a non-JSON value or key, ValueError for an int beyond the
+    range of a double or a str that is not valid Unicode, CodecError when nested
+    deeper than MAX_DEPTH.
+    """
+    if not isinstance(obj, Mapping):
+        raise TypeError(f"a Struct is made from a dict, not {type(obj).__name__}")
+    return write_struct(obj, 1)
+
+
+def encode_value(value: Any) -> bytes:
+    """Serialize any JSON-like value as a ``google.protobuf.Value`` message.
+
+    Raises as :func:`encode_struct`.
+    """
+    return _enc_value(value, 0)
+
+
+# --- decoding Struct / Value / ListValue -----------------------------------------
+
+
+def read_struct(data: bytes, i: int, end: int, depth: int) -> dict[str, Any]:
+    """The Struct whose payload is ``data[i:end]``, at nesting ``depth``.  Raises
+    CodecError, or one of MALFORMED (which the public decoders turn into CodecError)."""
+    if depth > MAX_DEPTH:
+        raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
+    out: dict[str, Any] = {}
+    while i < end:
+        tag = data[i]
+        i += 1
+        if tag >= 0x80:
+            tag, i = varint_tail(data, i, tag)
+        if tag != STRUCT_FIELDS:
+            i = skip_field(data, i, end, tag)
+            continue
+        n = data[i]
+        i += 1
+        if n >= 0x80:
+            n, i = varint_tail(data, i, n)
+        entry_end = i + n
+        if entry_end > end:
+            raise CodecError("Struct entry runs past the end of its message")
+        # FieldsEntry: key, value.  A repeated key: the last entry wins.  An
+        # entry with unknown fields is dropped, as upb (protobuf's Python runtime) does.
+        key = ""
+        value: Any = None
+        known = True
+        while i < entry_end:
+            tag = data[i]
+            i += 1
+            if tag >= 0x80:
+                tag, i = varint_tail(data, i, tag)
+            if tag in _ENTRY_FIELDS:
+                n = data[i]
+                i += 1
+                if n >= 0x80:
+                    n, i = varint_tail(data, i, n)
+                field_end = i + n
+                if field_end > entry_end:
+                    raise CodecError("Struct entry field runs past the end of its entry")
+                if tag == ENTRY_KEY:
+                    key = data[i:field_end].decode()
+                else:
+                    value = _dec_value(data, i, field_end, depth)
+                i = field_end
+            else:
+                i = skip_field(data, i, entry_end, tag)
+                known = False
+        if known:
+            out[key] = value
+    return out
+
+
+def _dec_list(data: bytes, i: int, end: int, depth: int) -> list[Any]:
+    if depth > MAX_DEPTH:
+        raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
+    out: list[Any] = []
+    while i < end:
+        tag = data[i]
+        i += 1
+        if tag >= 0x80:
+            tag, i = varint_tail(data, i, tag)
+        if tag != LIST_VALUES:
+            i = skip_field(data, i, end, tag)
+            continue
+        n = data[i]
+        i += 1
+        if n >= 0x80:
+            n, i = varint_tail(data, i, n)
+        item_end = i + n
+        if item_end > end:
+            raise CodecError("ListValue item runs past the end of its message")
+        out.append(_dec_value(data, i, item_end, depth))
+        i = item_end
+    return out
+
+
+def _dec_value(data: bytes, i: int, end: int, depth: int) -> Any:
+    value: Any = None
+    kind = 0  # tag of the oneof member last seen: a repeated message member merges
+    while i < end:
+        tag = data[i]
+        i += 1
+        if tag >= 0x80:
+            tag, i = varint_tail(data, i, tag)
+        if tag in _VALUE_LEN_KINDS:
+            n = data[i]
+            i += 1
+            if n >= 0x80:
+                n, i = varint_tail(data, i, n)
+            field_end = i + n
+            if field_end > end:
+                raise CodecError("Value field runs past the end of its message")
+            if tag == VALUE_STRING:
+                value = data[i:field_end].decode()
+            elif tag == VALUE_STRUCT:
+                fields = read_struct(data, i, field_end, depth + 1)
+                if kind == VALUE_STRUCT:
+                    value.update(fields)
+                else:
+                    value = fields
+            else:
+                items = _dec_list(data, i, field_end, depth + 1)
+                if kind == VALUE_LIST:
+                    value.extend(items)
+                else:
+                    value = items
+            i = field_end
+        elif tag == VALUE_NUMBER:
+            if i + 8 > end:
+                raise CodecError("number_value runs past the end of its message")
+            number: float = _unpack_double(data, i)[0]
+            i += 8
+            exact = number.is_integer() and -_EXACT <= number <= _EXACT
+            value = int(number) if exact else number
+        elif tag in _VALUE_VARINT_KINDS:
+            b = data[i]
+            i += 1
+            if b >= 0x80:
+                b, i = varint_tail(data, i, b)
+            value = (b != 0) if tag == VALUE_BOOL else None
+        else:
+            i = skip_field(data, i, end, tag)
+            continue
+        kind = tag
+    if i > end:  # a varint ran on into the enclosing message
+        raise CodecError("Value runs past the end of its message")
+    return value
+
+
+def decode_struct(data: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """Parse a serialized ``google.protobuf.Struct`` into a dict. Raises CodecError."""
+    raw = as_bytes(data)
+    try:
+        return read_struct(raw, 0, len(raw), 1)
+    except MALFORMED as exc:
+        raise malformed("Struct", exc) from None
+
+
+def decode_value(data: bytes | bytearray | memoryview) -> Any:
+    """Parse a serialized ``google.protobuf.Value``. Raises CodecError."""
+    raw = as_bytes(data)
+    try:
+        return _dec_value(raw, 0, len(raw), 0)
+    except MALFORMED as exc:
+        raise malformed("Value", exc) from None
