@@ -343,3 +343,15 @@ def test_with_workers_every_json_line_of_a_worker_names_it() -> None:
             assert record["worker"] in pids, record
     # The workers' own lines say so too (each says where it serves).
     assert {r["worker"] for r in records if "worker" in r and r["logger"] == "mcplite"} == pids
+
+
+def test_a_json_line_gives_the_same_millisecond_as_a_results_timestamp() -> None:
+    from logging import makeLogRecord
+
+    from mcplite.core.wire import iso_timestamp
+    from mcplite.ops.logs import JsonFormatter
+
+    # 1704110400.123 is stored as 1704110400.12299990654...: truncated, it reads .122.
+    record = makeLogRecord({"msg": "hello", "created": 1704110400.123})
+    line = json.loads(JsonFormatter().format(record))
+    assert line["ts"] == iso_timestamp(1704110400.123) == "2024-01-01T12:00:00.123Z"

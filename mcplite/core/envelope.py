@@ -31,7 +31,7 @@ from .outcomes import (
 )
 from .wire import iso_timestamp
 
-__all__ = ["Result", "iso_timestamp", "meta", "to_result"]
+__all__ = ["Result", "meta", "to_result"]
 
 
 @dataclass(slots=True)

@@ -37,7 +37,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["ACCESS", "CLIENT_GONE", "AccessLog", "JsonFormatter", "setup_logging"]
+from ..core.wire import iso_timestamp
+
+__all__ = ["ACCESS", "AccessLog", "JsonFormatter", "setup_logging"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Fields of an access line, in order (JSON keys; ``extra`` names on the logging path).
@@ -46,16 +48,8 @@ ACCESS_FIELDS = ("binding", "method", "path", "tool", "status", "duration_ms", "
 _RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 access_logger = logging.getLogger("mcplite.access")
-#: The outcome of an access line whose client went away before its answer was complete.
-CLIENT_GONE = "client-gone"
 #: Third-party loggers that would log credentials at DEBUG (hpack: every header).
 _QUIET = ("hpack", "h2")
-
-
-def _iso(epoch: float) -> str:
-    seconds = int(epoch)
-    millis = int((epoch - seconds) * 1000)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{millis:03d}Z"
 
 
 class JsonFormatter(logging.Formatter):
@@ -68,7 +62,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": _iso(record.created),
+            "ts": iso_timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             **self.static,
@@ -147,7 +141,7 @@ class AccessLog:
             peer_text = json.dumps(peer[0]) if peer else "null"
             tail = "" if outcome is None else f',"outcome":{json.dumps(outcome)}'
             line = (
-                f'{{"ts":"{_iso(now)}","level":"info","logger":"mcplite.access"{self._static},'
+                f'{{"ts":"{iso_timestamp(now)}","level":"info","logger":"mcplite.access"{self._static},'
                 f'"binding":"{binding}","method":{json.dumps(method)},"path":{json.dumps(path)},'
                 f'"tool":{json.dumps(tool)},"status":{status_text},'
                 f'"duration_ms":{duration_ms:.2f},"peer":{peer_text}{tail}}}\n'
