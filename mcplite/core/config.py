@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from .wire import DEFAULT_BASE_PATH, DEFAULT_MAX_MESSAGE_SIZE
 
 __all__ = [
+    "LOG_FORMATS",
     "LOOPBACK_ADDRESSES",
     "LOOPBACK_NAMES",
     "Config",
@@ -41,6 +42,10 @@ LOOPBACK_ADDRESSES: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 #: Who may name a loopback-bound server in Host or Origin (any port): the default
 #: of :attr:`Config.mcp_allowed_hosts`.
 LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+#: ``--log-format``: text lines, or one JSON object per line (mcplite.ops.logs).
+LOG_FORMATS: Final[tuple[str, ...]] = ("text", "json")
 
 
 def is_loopback(host: str) -> bool:
@@ -424,7 +429,7 @@ class Config:
             "log lines as text, or as one JSON object each (see docs/operations.md)",
             PROCESS,
             SERVE_AND_STDIO,
-            choices=("text", "json"),
+            choices=LOG_FORMATS,
         ),
     )
     metrics: tuple[str, int] | None = _option(
@@ -548,8 +553,8 @@ class Config:
             if not self.mcp_path.startswith("/"):
                 raise ValueError(f"mcp_path must start with '/', got {self.mcp_path!r}")
             self.mcp_path = self.mcp_path.rstrip("/") or "/"
-        if self.log_format not in ("text", "json"):
-            raise ValueError(f"log_format must be 'text' or 'json', got {self.log_format!r}")
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"log_format must be one of {LOG_FORMATS}, got {self.log_format!r}")
         if (self.oauth_issuer is None) != (self.oauth_audience is None):
             raise ValueError("OAuth needs both an issuer and an audience")
         if (self.keyfile is not None or self.client_ca is not None) and self.certfile is None:

@@ -37,6 +37,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from ..core.config import LOG_FORMATS
 from ..core.wire import iso_timestamp
 
 __all__ = ["ACCESS", "AccessLog", "JsonFormatter", "setup_logging"]
@@ -226,13 +227,14 @@ def setup_logging(
     stream: TextIO | None = None,
     worker: str | None = None,
 ) -> None:
-    """Log to ``stream`` (stderr) as text or JSON lines, at ``level``.
+    """Log to ``stream`` (stderr) as text or JSON lines, at ``level``; ValueError
+    for a ``log_format`` not in :data:`~mcplite.core.config.LOG_FORMATS`.
 
     ``worker`` names a ``--workers`` process in every line (text: the logger's
     name becomes ``name[worker]``; JSON: a ``worker`` field).
     """
-    if log_format not in ("text", "json"):
-        raise ValueError(f"--log-format must be text or json, got {log_format!r}")
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"--log-format must be one of {LOG_FORMATS}, got {log_format!r}")
     stream = stream or sys.stderr
     handler = logging.StreamHandler(stream)
     static = {"worker": worker} if worker is not None else {}
