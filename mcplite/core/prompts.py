@@ -46,9 +46,10 @@ from .content import text as text_block
 from .context import RequestContext
 from .errors import InternalError, InvalidParams, MCPLiteError
 from .hints import schema_for_function
+from .listeners import Listeners
 from .metadata import Icon, copy_icons, icons_of, title_of
 from .outcomes import Failure, InputRequired
-from .tools import Context, Listeners, context_param_of
+from .tools import Context, context_param_of
 
 __all__ = ["Message", "Prompt", "Prompts"]
 

@@ -40,9 +40,10 @@ from typing import Any, TypeVar
 from .completion import Completer, choices_of
 from .context import RequestContext
 from .errors import InternalError, InvalidParams
+from .listeners import Listeners
 from .metadata import Icon, copy_icons, icons_of, title_of
 from .prompts import context_for, invoke
-from .tools import Listeners, context_param_of
+from .tools import context_param_of
 
 __all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "Resources"]
 

@@ -20,7 +20,6 @@ A return annotation that describes a JSON object (a TypedDict, a dataclass,
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import logging
@@ -36,6 +35,7 @@ from typing import Any, Literal, TypeVar, overload
 from .content import BLOCK_TYPES
 from .context import LOG_LEVELS, Caller, RequestContext
 from .hints import schema_for_function, schema_for_type
+from .listeners import Listeners
 from .metadata import (
     Icon,
     TaskSupport,
@@ -54,7 +54,6 @@ __all__ = [
     "NEVER",
     "Context",
     "Kind",
-    "Listeners",
     "Progress",
     "Tool",
     "Tools",
@@ -461,35 +460,6 @@ def _kind(fn: Callable[..., Any]) -> Kind:
     if inspect.iscoroutinefunction(fn):
         return Kind.ASYNC
     return Kind.SYNC
-
-
-class Listeners:
-    """Who wants to hear that a registry changed: functions called with no
-    argument after each change, in the order they were added (a listener that
-    raises is logged, and the others still hear)."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Callable[[], None]] = []
-
-    def add(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """Call ``listener`` after every change; returns the function that stops it."""
-        self._listeners.append(listener)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return remove
-
-    def notify(self) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener()
-            except Exception:
-                log.exception("a change listener failed")
-
-    def __len__(self) -> int:
-        return len(self._listeners)
 
 
 class Tools:
