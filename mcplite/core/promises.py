@@ -260,6 +260,16 @@ class ProcessSide:
                 listener(promise_id)
             self.waiters.wake(promise_id)
 
+    def cancelled(self, promise_id: bytes, changed: bool | None) -> bool:
+        """What ``request_cancel`` answers once the store marked the record:
+        ``changed`` None when there is none (raises :class:`UnknownPromise`),
+        False when it had ended, True when it was running (now stopped here)."""
+        if changed is None:
+            raise UnknownPromise()
+        if changed:
+            self.stopped([promise_id])
+        return changed
+
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` in the background (``close`` stops it)."""
         task = asyncio.get_running_loop().create_task(work)

@@ -133,8 +133,14 @@ class AccessLog:
     ) -> None:
         """One line; ``outcome`` says how a request that did not end well ended
         (``client-gone``, ``cancelled``)."""
-        if self._stream is None or not self._owned():
-            self._via_logging(binding, method, path, tool, status, duration_ms, peer, outcome)
+        if self._stream is None or not self._owned():  # through logging, fields as extra
+            values = (binding, method, path, tool, status, round(duration_ms, 2), peer and peer[0])
+            extra: dict[str, Any] = dict(zip(ACCESS_FIELDS, values, strict=True))
+            text, args = "%s %s %s %s %.2fms", [method, path, tool or "-", status, duration_ms]
+            if outcome is not None:
+                extra["outcome"] = outcome
+                text, args = text + " %s", [*args, outcome]
+            access_logger.info(text, *args, extra=extra)
             return
         now = time.time()
         if self._json:
@@ -177,43 +183,6 @@ class AccessLog:
             self._stream.flush()
         except (OSError, ValueError):  # stderr closed or gone: nothing to do about it
             pass
-
-    @staticmethod
-    def _via_logging(
-        binding: str,
-        method: str,
-        path: str,
-        tool: str | None,
-        status: int | str,
-        duration_ms: float,
-        peer: tuple[str, int] | None,
-        outcome: str | None = None,
-    ) -> None:
-        extra: dict[str, Any] = {
-            "binding": binding,
-            "method": method,
-            "path": path,
-            "tool": tool,
-            "status": status,
-            "duration_ms": round(duration_ms, 2),
-            "peer": peer[0] if peer else None,
-        }
-        if outcome is None:
-            access_logger.info(
-                "%s %s %s %s %.2fms", method, path, tool or "-", status, duration_ms, extra=extra
-            )
-            return
-        extra["outcome"] = outcome
-        access_logger.info(
-            "%s %s %s %s %.2fms %s",
-            method,
-            path,
-            tool or "-",
-            status,
-            duration_ms,
-            outcome,
-            extra=extra,
-        )
 
 
 #: The process's access log.

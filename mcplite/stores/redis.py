@@ -393,11 +393,7 @@ class RedisStore:
     async def request_cancel(self, promise_id: bytes) -> bool:
         await self._ready()
         changed = await self._set(promise_id, PromiseStatus.CANCELLED, "", "")
-        if changed < 0:
-            raise UnknownPromise()
-        if changed:
-            self._side.stopped([promise_id])
-        return bool(changed)
+        return self._side.cancelled(promise_id, None if changed < 0 else changed > 0)
 
     def on_cancel(self, listener: CancelListener) -> None:
         self._side.listeners.append(listener)

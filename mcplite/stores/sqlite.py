@@ -384,11 +384,7 @@ class SQLiteStore:
 
     async def request_cancel(self, promise_id: bytes) -> bool:
         changed = await self._run(self._in_write, self._set_status, promise_id, _CANCELLED)
-        if changed is None:
-            raise UnknownPromise()
-        if changed:
-            self._side.stopped([promise_id])
-        return bool(changed)
+        return self._side.cancelled(promise_id, changed)
 
     def on_cancel(self, listener: CancelListener) -> None:
         self._side.listeners.append(listener)
