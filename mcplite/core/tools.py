@@ -133,10 +133,7 @@ class Context:
     @property
     def input_responses(self) -> Mapping[str, Any]:
         """Answers the client gave to this tool's input requests (MCP ``inputResponses``)."""
-        request = self.request
-        if request is None or request.input_responses is None:
-            return {}
-        return request.input_responses
+        return (self.request and self.request.input_responses) or {}
 
     @property
     def request_state(self) -> str | None:
@@ -147,10 +144,7 @@ class Context:
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
         """What the client declared it can do (MCP; empty when unknown)."""
-        request = self.request
-        if request is None or request.client_capabilities is None:
-            return {}
-        return request.client_capabilities
+        return (self.request and self.request.client_capabilities) or {}
 
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Tell the client something (MCP ``notifications/message``), when it asked
