@@ -6,6 +6,8 @@ is bounded and every process is killed in ``finally``.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import http.client
 import json
 import re
@@ -21,7 +23,8 @@ from typing import Any
 import pytest
 from conftest import PROCESS_WAIT, ROOT, call_message, serve_process, subprocess_env
 
-from mcplite.ops.cli import build_parser
+from mcplite.core.config import Config, flags
+from mcplite.ops.cli import build_parser, config_from_args
 
 SECRET = "test-secret-0123456789abcdef"
 WAIT = PROCESS_WAIT  # upper bound of every wait on a subprocess, in seconds
@@ -134,6 +137,99 @@ def test_a_malformed_address_is_a_usage_error() -> None:
     assert done.returncode == 2
     assert "expected HOST:PORT" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    found = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(found.choices)
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+    return {s: a.help for a in parser._actions for s in a.option_strings if s.startswith("--")}
+
+
+def test_serve_and_stdio_give_each_option_they_share_the_same_meaning() -> None:
+    commands = _subcommands()
+    serve, stdio = _options(commands["serve"]), _options(commands["stdio"])
+    assert set(stdio) - {"--help"} < set(serve)
+    assert {name: serve[name] for name in stdio} == stdio
+    for network in ("--http", "--grpc", "--mcp-path", "--auth-tokens", "--workers"):
+        assert network in serve and network not in stdio
+
+
+def test_every_config_field_with_a_flag_is_an_option_of_the_commands_it_names() -> None:
+    commands = _subcommands()
+    for f, flag in flags():
+        for command in ("serve", "stdio"):
+            listed = flag.flag(f.name) in _options(commands[command])
+            assert listed == (command in flag.commands), (command, f.name)
+    unflagged = {f.name for f in dataclasses.fields(Config)} - {f.name for f, _ in flags()}
+    assert unflagged == {"retry_after", "max_redeem_wait", "previous_secrets", "sync_workers"}
+
+
+@pytest.mark.parametrize("command", ["serve", "stdio"])
+def test_options_left_out_keep_the_config_defaults(command: str) -> None:
+    config = config_from_args(build_parser().parse_args([command, "mcplite.demo"]))
+    if command == "serve":
+        assert config == Config()
+    else:
+        assert config == Config(http=None, grpc=None, mcp_path=None)
+
+
+def test_each_kind_of_option_reaches_its_config_field() -> None:
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "mcplite.demo",
+            "--http",
+            "[::1]:9000",
+            "--no-grpc",
+            "--no-mcp",
+            "--allowed-host",
+            "a.example",
+            "--allowed-host",
+            "b.example:80",
+            "--max-body-size",
+            "2048",
+            "--promise-after",
+            "0",
+            "--secret",
+            SECRET,
+            "--no-access-log",
+            "--open-discovery",
+            "--log-format",
+            "json",
+            "--metrics",
+            "127.0.0.1:0",
+        ]
+    )
+    config = config_from_args(args)
+    assert (config.http, config.grpc, config.mcp_path) == (("::1", 9000), None, None)
+    assert config.mcp_allowed_hosts == ("a.example", "b.example:80")
+    assert (config.max_body_size, config.promise_after) == (2048, 0.0)
+    assert config.secret == SECRET.encode()
+    assert (config.access_log, config.open_discovery) == (False, True)
+    assert (config.log_format, config.metrics) == ("json", ("127.0.0.1", 0))
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--max-body-size", "0", "expected a positive number"),
+        ("--max-promises", "1.5", "expected a number"),
+        ("--promise-after", "-1", "expected a number >= 0"),
+        ("--grace", "soon", "expected a number"),
+        ("--workers", "0", "expected a positive number"),
+        ("--log-format", "xml", "invalid choice"),
+    ],
+)
+def test_a_bad_option_value_is_a_usage_error_that_says_what_was_expected(
+    option: str, value: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "mcplite.demo", option, value])
+    assert exited.value.code == 2
+    assert expected in capsys.readouterr().err
 
 
 def test_serve_accepts_grpc_beside_no_grpc_and_serves_http() -> None:

@@ -22,7 +22,7 @@ from conftest import BASE, WAIT, RunningServer, StartServer, call_message, serve
 from sse_client import RawHttp, connect, request_bytes
 
 from mcplite import Config, Tools
-from mcplite.ops.cli import _config, build_parser
+from mcplite.ops.cli import build_parser, config_from_args
 
 APP = "http://app.example:3000"
 OTHER = "https://elsewhere.example"
@@ -338,5 +338,5 @@ def test_the_flag_is_repeatable_and_off_by_default() -> None:
     args = parser.parse_args(
         ["serve", "mcplite.demo", "--cors-allow-origin", APP, "--cors-allow-origin", OTHER]
     )
-    assert _config(args).cors_allow_origins == (APP, OTHER)
-    assert _config(parser.parse_args(["serve", "mcplite.demo"])).cors_allow_origins == ()
+    assert config_from_args(args).cors_allow_origins == (APP, OTHER)
+    assert config_from_args(parser.parse_args(["serve", "mcplite.demo"])).cors_allow_origins == ()

@@ -343,3 +343,39 @@ def test_with_workers_every_json_line_of_a_worker_names_it() -> None:
             assert record["worker"] in pids, record
     # The workers' own lines say so too (each says where it serves).
     assert {r["worker"] for r in records if "worker" in r and r["logger"] == "mcplite"} == pids
+
+
+def test_a_json_line_gives_the_same_millisecond_as_a_results_timestamp() -> None:
+    from logging import makeLogRecord
+
+    from mcplite.core.wire import iso_timestamp
+    from mcplite.ops.logs import JsonFormatter
+
+    # 1704110400.123 is stored as 1704110400.12299990654...: truncated, it reads .122.
+    record = makeLogRecord({"msg": "hello", "created": 1704110400.123})
+    line = json.loads(JsonFormatter().format(record))
+    assert line["ts"] == iso_timestamp(1704110400.123) == "2024-01-01T12:00:00.123Z"
+
+
+def test_an_embedded_access_log_goes_through_logging_with_its_fields_as_extra(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from mcplite.ops.logs import AccessLog
+
+    access = AccessLog()  # never told to write directly: an application's own logging
+    with caplog.at_level("INFO", logger="mcplite.access"):
+        access.write("http", "POST", "/rpc", "echo", 200, 0.414, ("127.0.0.1", 5000))
+        access.write("grpc", "POST", "/Call", None, "CANCELLED", 3.0, None, outcome="cancelled")
+    first, second = caplog.records
+    assert first.getMessage() == "POST /rpc echo 200 0.41ms"
+    assert {k: getattr(first, k) for k in sorted(ACCESS_FIELDS)} == {
+        "binding": "http",
+        "duration_ms": 0.41,
+        "method": "POST",
+        "path": "/rpc",
+        "peer": "127.0.0.1",
+        "status": 200,
+        "tool": "echo",
+    }
+    assert second.getMessage() == "POST /Call - CANCELLED 3.00ms cancelled"
+    assert (second.peer, second.outcome) == (None, "cancelled")  # type: ignore[attr-defined]

@@ -58,7 +58,7 @@ from test_stdio import StdioProcess, request, stdio_process
 from mcplite import ALWAYS, Context, Elicitation, InternalError, Tools
 from mcplite.core.hints import Field
 from mcplite.core.outcomes import InputRequired
-from mcplite.ops.cli import _config, _stdio_config, build_parser
+from mcplite.ops.cli import build_parser, config_from_args
 
 LEGACY_HEADERS = {"MCP-Protocol-Version": LEGACY}
 #: Every capability an input request may need (elicitation, roots, sampling).
@@ -676,13 +676,12 @@ def test_mcp_lite_keeps_a_raising_tool_an_internal_error(server: RunningServer) 
 @pytest.mark.parametrize("command", ["serve", "stdio"])
 def test_show_tool_errors_on_the_command_line_sets_the_config(command: str) -> None:
     parser = build_parser()
-    make = _config if command == "serve" else _stdio_config
     plain = parser.parse_args([command, "mcplite.demo"])
     assert plain.show_tool_errors is False
-    assert make(plain).show_tool_errors is False
+    assert config_from_args(plain).show_tool_errors is False
     shown = parser.parse_args([command, "mcplite.demo", "--show-tool-errors"])
     assert shown.show_tool_errors is True
-    assert make(shown).show_tool_errors is True
+    assert config_from_args(shown).show_tool_errors is True
 
 
 # --- 4. unknown tools, and MCP-lite's system tools ---------------------------------------

@@ -60,6 +60,7 @@ from mcplite import (
     UnknownPromise,
 )
 from mcplite.core.errors import MCPLiteError, PromiseTableFull
+from mcplite.core.promises import SweepTimer
 from mcplite.core.tokens import TokenSealer
 from mcplite.stores.redis import RedisStore
 from mcplite.stores.sqlite import SQLiteStore
@@ -635,6 +636,26 @@ async def test_the_sweep_timer_frees_expired_records_without_any_traffic(
     assert listener.told == [running.promise_id]
     await assert_unknown(store, finished.promise_id)  # dropped first: it expired first
     await assert_unknown(store, running.promise_id)
+
+
+async def test_a_sweep_timer_keeps_the_earliest_deadline_asked_for(clock: FakeClock) -> None:
+    due = asyncio.Event()
+    timer = SweepTimer(clock, due.set)
+    timer.at(clock() + 3600)
+    timer.at(clock())  # sooner: replaces the hour
+    timer.at(clock() + 7200)  # later: changes nothing
+    await asyncio.wait_for(due.wait(), WAIT)
+
+
+async def test_a_cancelled_sweep_timer_never_fires(clock: FakeClock) -> None:
+    fired: list[bool] = []
+    timer = SweepTimer(clock, lambda: fired.append(True))
+    timer.at(clock())
+    timer.cancel()
+    again = asyncio.Event()
+    SweepTimer(clock, again.set).at(clock())  # a timer set after it, and due as soon
+    await asyncio.wait_for(again.wait(), WAIT)
+    assert fired == []
 
 
 # --- tokens before the store: a bad token never reaches it ------------------------------------

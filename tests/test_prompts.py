@@ -213,3 +213,8 @@ def test_a_completion_answer_holds_at_most_100_values_and_says_so() -> None:
     many = completion_result([str(i) for i in range(150)])["completion"]
     assert len(many["values"]) == 100
     assert many["total"] == 150 and many["hasMore"] is True
+
+
+def test_a_prompt_option_that_does_not_exist_is_a_type_error_where_it_is_written() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'titel'"):
+        Prompts().prompt(titel="Greeting")  # type: ignore[call-overload]

@@ -151,3 +151,8 @@ def test_a_literal_variable_completes_and_refuses_other_values() -> None:
     assert run(resources.read("x://color/red"))[0]["text"] == "red"
     with pytest.raises(ResourceNotFound):
         run(resources.read("x://color/blue"))
+
+
+def test_a_resource_option_that_does_not_exist_is_a_type_error_where_it_is_written() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mimetype'"):
+        Resources().resource("memo://a", mimetype="text/plain")  # type: ignore[call-arg]

@@ -812,3 +812,18 @@ async def test_the_structured_content_of_a_call_matches_the_generated_output_sch
         rendered = call_result(await dispatcher.call(name, arguments))
         structured = json.loads(encode(rendered["structuredContent"]))  # as it is sent
         assert compile_schema(tool.output_schema)(structured) == structured
+
+
+def test_an_option_that_does_not_exist_is_a_type_error_where_it_is_written() -> None:
+    tools = Tools()
+    with pytest.raises(
+        TypeError, match=r"Tools.tool\(\) got an unexpected keyword argument 'nmae'"
+    ):
+        tools.tool(nmae="x")  # type: ignore[call-overload]
+
+    def fn() -> str:
+        return "x"
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'promise'"):
+        tools.add(fn, promise=1.0)  # type: ignore[call-arg]
+    assert len(tools) == 0

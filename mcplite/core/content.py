@@ -22,6 +22,7 @@ BLOCK_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
 
 
 def text(value: str) -> dict[str, Any]:
+    """A text block: what a ``str`` result becomes, and every message's text on the wire."""
     return {"type": "text", "text": value}
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._version import __version__
+from .content import text as text_block
 from .outcomes import (
     Answer,
     Elicitation,
@@ -31,7 +32,7 @@ from .outcomes import (
 )
 from .wire import iso_timestamp
 
-__all__ = ["Result", "iso_timestamp", "meta", "to_result"]
+__all__ = ["Result", "meta", "to_result"]
 
 
 @dataclass(slots=True)
@@ -91,10 +92,6 @@ def meta(result: Result) -> dict[str, Any]:
     return out
 
 
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
 def _body(outcome: Outcome) -> dict[str, Any]:
     if type(outcome) is Answer:  # the common case first
         if outcome.structured is None:
@@ -106,10 +103,10 @@ def _body(outcome: Outcome) -> dict[str, Any]:
         failure: dict[str, Any] = {"message": outcome.message, "retryable": outcome.retryable}
         if outcome.reason is not None:
             failure["reason"] = outcome.reason
-        return {"content": [_text(outcome.message)], "isError": True, "failure": failure}
+        return {"content": [text_block(outcome.message)], "isError": True, "failure": failure}
     if isinstance(outcome, Elicitation):
         return {
-            "content": [_text(outcome.message)],
+            "content": [text_block(outcome.message)],
             "elicitation": {
                 "message": outcome.message,
                 "requestedSchema": outcome.requested_schema,
@@ -119,7 +116,7 @@ def _body(outcome: Outcome) -> dict[str, Any]:
         asked: dict[str, Any] = {"message": outcome.message, "inputRequests": outcome.requests}
         if outcome.state is not None:
             asked["requestState"] = outcome.state
-        return {"content": [_text(outcome.message)], "elicitation": asked}
+        return {"content": [text_block(outcome.message)], "elicitation": asked}
     if isinstance(outcome, MoreResources):
         wanted: dict[str, Any] = {"message": outcome.message}
         if outcome.time_seconds is not None:
@@ -128,7 +125,7 @@ def _body(outcome: Outcome) -> dict[str, Any]:
             wanted["quota"] = outcome.quota
         if outcome.budget is not None:
             wanted["budget"] = outcome.budget
-        return {"content": [_text(outcome.message)], "resources": wanted}
+        return {"content": [text_block(outcome.message)], "resources": wanted}
     return {"content": []}  # Promised: the token is in _meta
 
 

@@ -56,34 +56,15 @@ class AccessLog(Protocol):
 
 
 class Quiet:
-    """Metrics that are never on and an access log that writes nothing."""
+    """Metrics that are never on and an access log that writes nothing: every
+    method of :class:`Metrics` and :class:`AccessLog`, taking anything."""
 
     on = False
 
-    def request(self, binding: str, status: int | str, reason: str | None = None) -> None:
+    def _nothing(self, *args: object, **kwargs: object) -> None:
         return None
 
-    def refuse(self, binding: str, reason: str) -> None:
-        return None
-
-    def call(self, binding: str, tool: str, outcome: str, seconds: float) -> None:
-        return None
-
-    def call_error(self, binding: str, tool: str, code: int, seconds: float) -> None:
-        return None
-
-    def write(
-        self,
-        binding: str,
-        method: str,
-        path: str,
-        tool: str | None,
-        status: int | str,
-        duration_ms: float,
-        peer: tuple[str, int] | None,
-        outcome: str | None = None,
-    ) -> None:
-        return None
+    request = refuse = call = call_error = write = _nothing
 
 
 QUIET = Quiet()

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeAlias
 
+from .content import text as text_block
+
 __all__ = [
     "Answer",
     "Elicitation",
@@ -202,32 +204,28 @@ def response_type_of(outcome: Outcome) -> ResponseType:
     raise TypeError(f"not an outcome: {kind.__name__}")
 
 
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
 def content_of(value: Any) -> list[Any]:
     """Map a tool's plain return value to ``content`` items (table in module doc)."""
     if value is None:
         return []
     if isinstance(value, str):
-        return [_text(value)]
+        return [text_block(value)]
     if isinstance(value, dict):
         return [value]
     if isinstance(value, list | tuple):
-        return [_text(item) if isinstance(item, str) else item for item in value]
+        return [text_block(item) if isinstance(item, str) else item for item in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [dataclasses.asdict(value)]
     if isinstance(value, int | float):  # bool included
-        return [_text(json.dumps(value))]
-    return [_text(str(value))]
+        return [text_block(json.dumps(value))]
+    return [text_block(str(value))]
 
 
 def outcome_of(value: Any) -> Outcome:
     """What a tool returned (or raised as :class:`Failure`), as an outcome."""
     kind = type(value)
     if kind is str:  # the common case first: one text item, no outcome checks
-        return Answer([_text(value)])
+        return Answer([text_block(value)])
     if kind is dict or kind is list:
         return Answer(content_of(value), value=value)
     if isinstance(value, Answer | Failure | Elicitation | InputRequired | MoreResources | Promised):

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -40,9 +40,13 @@ __all__ = [
     "WORKER_LOST",
     "CancelListener",
     "MemoryStore",
+    "ProcessSide",
     "PromiseRecord",
     "PromiseStatus",
     "PromiseStore",
+    "SweepTimer",
+    "Waiters",
+    "stop_tasks",
     "worker_lost",
 ]
 
@@ -197,6 +201,87 @@ async def stop_tasks(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
                 await task
 
 
+#: A store's own sweep runs no sooner than this after it is asked for (a record
+#: already expired: no spin) and no later (a clock that jumps is caught up).
+SWEEP_DELAY_MIN, SWEEP_DELAY_MAX = 0.05, 60.0
+
+
+class SweepTimer:
+    """When a store sweeps by itself: one timer, at the earliest deadline asked for
+    (an expiry, epoch seconds by the store's clock), which calls ``due()``."""
+
+    def __init__(self, clock: Callable[[], float], due: Callable[[], object]) -> None:
+        self._clock = clock
+        self._due = due
+        self._handle: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+
+    def at(self, deadline: float) -> None:
+        """Call ``due()`` at ``deadline`` unless it is due by then already (nothing
+        without a running loop: the next call made in one sets it)."""
+        if self._deadline is not None and self._deadline <= deadline:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.cancel()
+        self._deadline = deadline
+        delay = max(SWEEP_DELAY_MIN, min(deadline - self._clock(), SWEEP_DELAY_MAX))
+        self._handle = loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = self._deadline = None
+        self._due()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._deadline = None
+
+
+class ProcessSide:
+    """What a store keeps in this process, wherever its records live: the running
+    records created here (``mine``), the waits, the ``on_cancel`` listeners, and
+    its background tasks."""
+
+    def __init__(self) -> None:
+        self.mine: set[bytes] = set()
+        self.waiters = Waiters()
+        self.listeners: list[CancelListener] = []
+        self.background: set[asyncio.Task[Any]] = set()
+
+    def stopped(self, ids: Iterable[bytes]) -> None:
+        """These running records must stop (cancelled, expired, lost): tell the
+        listeners (their tasks end) and wake their waits."""
+        for promise_id in ids:
+            self.mine.discard(promise_id)
+            for listener in self.listeners:
+                listener(promise_id)
+            self.waiters.wake(promise_id)
+
+    def cancelled(self, promise_id: bytes, changed: bool | None) -> bool:
+        """What ``request_cancel`` answers once the store marked the record:
+        ``changed`` None when there is none (raises :class:`UnknownPromise`),
+        False when it had ended, True when it was running (now stopped here)."""
+        if changed is None:
+            raise UnknownPromise()
+        if changed:
+            self.stopped([promise_id])
+        return changed
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background (``close`` stops it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def close(self, *tasks: asyncio.Task[Any] | None) -> None:
+        """Wake every wait; stop the background work and ``tasks``."""
+        self.waiters.wake_all()
+        await stop_tasks([*self.background, *tasks])
+
+
 class MemoryStore:
     """The in-memory :class:`PromiseStore` of one process; bounded by ``max_entries``."""
 
@@ -213,9 +298,10 @@ class MemoryStore:
         self._clock = clock
         self._retry_after = retry_after
         self._records: dict[bytes, PromiseRecord] = {}
-        self._waiters = Waiters()
-        self._listeners: list[CancelListener] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._side = ProcessSide()
+        # One timer while the store is non-empty, none while it is empty: no task
+        # lives forever, and expired results are freed even with no traffic.
+        self._sweeper = SweepTimer(clock, self._tick)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -245,7 +331,7 @@ class MemoryStore:
             return
         record.status = PromiseStatus.DONE
         record.result, record.error = result, error
-        self._waiters.wake(promise_id)
+        self._side.waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         record = self._records.get(promise_id)
@@ -262,7 +348,7 @@ class MemoryStore:
         record = await self.get(promise_id)
         if record.status is not PromiseStatus.RUNNING or timeout <= 0:
             return record
-        waiter = self._waiters.future(promise_id)
+        waiter = self._side.waiters.future(promise_id)
         # asyncio.wait leaves the shared future alone when this waiter gives up.
         await asyncio.wait((waiter,), timeout=timeout)
         return await self.get(promise_id)
@@ -272,11 +358,11 @@ class MemoryStore:
         if record.status is not PromiseStatus.RUNNING:
             return False
         record.status = PromiseStatus.CANCELLED
-        self._stop(promise_id)
+        self._side.stopped([promise_id])
         return True
 
     def on_cancel(self, listener: CancelListener) -> None:
-        self._listeners.append(listener)
+        self._side.listeners.append(listener)
 
     async def sweep(self) -> int:
         return self._sweep()
@@ -292,39 +378,20 @@ class MemoryStore:
             del records[oldest.promise_id]
             if oldest.status is PromiseStatus.RUNNING:
                 log.warning("promise for %s expired while running; cancelled", oldest.tool)
-                self._stop(oldest.promise_id)
+                self._side.stopped([oldest.promise_id])
             dropped += 1
         return dropped
 
     async def close(self) -> None:
-        for promise_id, record in list(self._records.items()):
-            if record.status is PromiseStatus.RUNNING:
-                self._stop(promise_id)
+        running = [i for i, r in self._records.items() if r.status is PromiseStatus.RUNNING]
+        self._side.stopped(running)
         self._records.clear()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _stop(self, promise_id: bytes) -> None:
-        for listener in self._listeners:
-            listener(promise_id)
-        self._waiters.wake(promise_id)
+        self._sweeper.cancel()
 
     def _schedule_sweep(self) -> None:
-        # One timer while the store is non-empty, none while it is empty: no task
-        # lives forever, and expired results are freed even with no traffic.
-        if self._timer is not None:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        oldest = next(iter(self._records.values()))
-        delay = max(0.05, min(oldest.expires_at - self._clock(), 60.0))
-        self._timer = loop.call_later(delay, self._tick)
+        self._sweeper.at(next(iter(self._records.values())).expires_at)
 
     def _tick(self) -> None:
-        self._timer = None
         self._sweep()
         if self._records:
             self._schedule_sweep()

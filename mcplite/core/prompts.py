@@ -38,7 +38,7 @@ import logging
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 from .completion import Completer, choices_of
 from .content import is_block
@@ -46,11 +46,12 @@ from .content import text as text_block
 from .context import RequestContext
 from .errors import InternalError, InvalidParams, MCPLiteError
 from .hints import schema_for_function
+from .listeners import Listeners
 from .metadata import Icon, copy_icons, icons_of, title_of
 from .outcomes import Failure, InputRequired
-from .tools import Context, Listeners, context_param_of
+from .tools import Context, context_param_of, known_options
 
-__all__ = ["Message", "Prompt", "Prompts"]
+__all__ = ["Message", "Prompt", "PromptOptions", "Prompts"]
 
 log = logging.getLogger("mcplite")
 
@@ -214,6 +215,16 @@ class Prompt:
         return out
 
 
+class PromptOptions(TypedDict, total=False):
+    """The options of a prompt (:meth:`Prompts.prompt` says what each one does)."""
+
+    name: str | None
+    title: str | None
+    description: str | None
+    complete: Mapping[str, Completer] | None
+    icons: Iterable[Icon] | None
+
+
 class Prompts:
     """A registry of prompts: decorate functions with :meth:`prompt`.
 
@@ -241,58 +252,35 @@ class Prompts:
     def prompt(self, fn: F) -> F: ...
 
     @overload
-    def prompt(
-        self,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        complete: Mapping[str, Completer] | None = None,
-        icons: Iterable[Icon] | None = None,
-    ) -> Callable[[F], F]: ...
+    def prompt(self, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
 
-    def prompt(
-        self,
-        fn: F | None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        complete: Mapping[str, Completer] | None = None,
-        icons: Iterable[Icon] | None = None,
-    ) -> F | Callable[[F], F]:
+    def prompt(self, fn: F | None = None, **options: Unpack[PromptOptions]) -> F | Callable[[F], F]:
         """Register ``fn`` as a prompt (bare or with options); returns ``fn`` unchanged.
 
-        ``title`` and ``icons`` are listed as MCP's (:mod:`mcplite.core.metadata`).
-        Raises ValueError for a duplicate name, a completer for no argument or a
-        bad icon, TypeError for parameters a prompt cannot take (``*args``,
-        unsupported hints) or an option of the wrong type.
+        ``name`` defaults to the function's name, ``description`` to its
+        docstring; ``complete`` maps an argument to its completer; ``title`` and
+        ``icons`` are listed as MCP's (:mod:`mcplite.core.metadata`).  Raises
+        ValueError for a duplicate name, a completer for no argument or a bad
+        icon, TypeError for parameters a prompt cannot take (``*args``,
+        unsupported hints), an option of the wrong type or one that does not exist.
         """
+        known_options(options, PromptOptions, "Prompts.prompt")
 
         def register(fn: F) -> F:
-            self.add(
-                fn, name=name, title=title, description=description, complete=complete, icons=icons
-            )
+            self.add(fn, **options)
             return fn
 
         return register(fn) if fn is not None else register
 
-    def add(
-        self,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        complete: Mapping[str, Completer] | None = None,
-        icons: Iterable[Icon] | None = None,
-    ) -> Prompt:
+    def add(self, fn: Callable[..., Any], **options: Unpack[PromptOptions]) -> Prompt:
         """Register ``fn`` as a prompt and return it (see :meth:`prompt`)."""
-        name = name or fn.__name__
+        known_options(options, PromptOptions, "Prompts.add")
+        name = options.get("name") or fn.__name__
         if name in self._prompts:
             raise ValueError(f"a prompt named {name!r} is already registered")
-        title = title_of(title, f"prompt {name!r}")
-        checked_icons = icons_of(icons, f"prompt {name!r}")
+        title = title_of(options.get("title"), f"prompt {name!r}")
+        checked_icons = icons_of(options.get("icons"), f"prompt {name!r}")
+        description = options.get("description")
         context_param = context_param_of(fn)
         skip = () if context_param is None else (context_param,)
         schema = schema_for_function(fn, skip=skip)
@@ -304,7 +292,7 @@ class Prompts:
             description=description or inspect.cleandoc(fn.__doc__ or "") or None,
             title=title,
             context_param=context_param,
-            completers=dict(complete or {}),
+            completers=dict(options.get("complete") or {}),
             icons=checked_icons,
         )
         for arg, prop in schema.get("properties", {}).items():

@@ -33,18 +33,19 @@ import inspect
 import re
 import typing
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from .completion import Completer, choices_of
 from .context import RequestContext
 from .errors import InternalError, InvalidParams
+from .listeners import Listeners
 from .metadata import Icon, copy_icons, icons_of, title_of
-from .prompts import context_for, invoke
-from .tools import Listeners, context_param_of
+from .prompts import PromptOptions, context_for, invoke
+from .tools import context_param_of, known_options
 
-__all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "Resources"]
+__all__ = ["Resource", "ResourceNotFound", "ResourceOptions", "ResourceTemplate", "Resources"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -167,6 +168,12 @@ def contents_of(value: Any, uri: str, mime_type: str | None) -> list[dict[str, A
     return out
 
 
+class ResourceOptions(PromptOptions, total=False):
+    """The options of a resource (:meth:`Resources.resource` says what each one does)."""
+
+    mime_type: str | None
+
+
 class Resources:
     """A registry of resources and resource templates: decorate functions with
     :meth:`resource`."""
@@ -190,62 +197,39 @@ class Resources:
         self._listeners.notify()
         return entry
 
-    def resource(
-        self,
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        complete: Mapping[str, Completer] | None = None,
-        icons: Iterable[Icon] | None = None,
-    ) -> Callable[[F], F]:
+    def resource(self, uri: str, **options: Unpack[ResourceOptions]) -> Callable[[F], F]:
         """Register the decorated function as the resource at ``uri``, or as a
         template when ``uri`` has ``{variables}``; returns the function unchanged.
 
         ``name`` defaults to the function's name, ``description`` to its
-        docstring; ``title`` and ``icons`` are listed as MCP's
-        (:mod:`mcplite.core.metadata`).  Raises ValueError for a URI already
-        registered, a template whose variables are not the function's
-        parameters, a completer for no variable or a bad icon; TypeError for an
-        option of the wrong type.
+        docstring; ``mime_type`` is the contents' default MIME type; ``complete``
+        maps a template variable to its completer; ``title`` and ``icons`` are
+        listed as MCP's (:mod:`mcplite.core.metadata`).  Raises ValueError for a
+        URI already registered, a template whose variables are not the
+        function's parameters, a completer for no variable or a bad icon;
+        TypeError for an option of the wrong type or one that does not exist.
         """
+        known_options(options, ResourceOptions, "Resources.resource")
 
         def register(fn: F) -> F:
-            self.add(
-                fn,
-                uri,
-                name=name,
-                title=title,
-                description=description,
-                mime_type=mime_type,
-                complete=complete,
-                icons=icons,
-            )
+            self.add(fn, uri, **options)
             return fn
 
         return register
 
     def add(
-        self,
-        fn: Callable[..., Any],
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        complete: Mapping[str, Completer] | None = None,
-        icons: Iterable[Icon] | None = None,
+        self, fn: Callable[..., Any], uri: str, **options: Unpack[ResourceOptions]
     ) -> Resource | ResourceTemplate:
         """Register ``fn`` at ``uri`` and return the entry (see :meth:`resource`)."""
+        known_options(options, ResourceOptions, "Resources.add")
         if uri in self._resources or uri in self._templates:
             raise ValueError(f"a resource at {uri!r} is already registered")
-        name = name or fn.__name__
-        title = title_of(title, f"resource {uri!r}")
-        checked_icons = icons_of(icons, f"resource {uri!r}")
-        description = description or inspect.cleandoc(fn.__doc__ or "") or None
+        name = options.get("name") or fn.__name__
+        title = title_of(options.get("title"), f"resource {uri!r}")
+        checked_icons = icons_of(options.get("icons"), f"resource {uri!r}")
+        description = options.get("description") or inspect.cleandoc(fn.__doc__ or "") or None
+        mime_type = options.get("mime_type")
+        complete = options.get("complete")
         context_param = context_param_of(fn)
         params = [p for p in inspect.signature(fn).parameters.values() if p.name != context_param]
         variables, pattern = _compile_template(uri)

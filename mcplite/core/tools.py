@@ -20,7 +20,6 @@ A return annotation that describes a JSON object (a TypedDict, a dataclass,
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import logging
@@ -31,11 +30,12 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 from .content import BLOCK_TYPES
 from .context import LOG_LEVELS, Caller, RequestContext
 from .hints import schema_for_function, schema_for_type
+from .listeners import Listeners
 from .metadata import (
     Icon,
     TaskSupport,
@@ -54,11 +54,12 @@ __all__ = [
     "NEVER",
     "Context",
     "Kind",
-    "Listeners",
     "Progress",
     "Tool",
+    "ToolOptions",
     "Tools",
     "context_param_of",
+    "known_options",
 ]
 
 log = logging.getLogger("mcplite")
@@ -132,10 +133,7 @@ class Context:
     @property
     def input_responses(self) -> Mapping[str, Any]:
         """Answers the client gave to this tool's input requests (MCP ``inputResponses``)."""
-        request = self.request
-        if request is None or request.input_responses is None:
-            return {}
-        return request.input_responses
+        return (self.request and self.request.input_responses) or {}
 
     @property
     def request_state(self) -> str | None:
@@ -146,10 +144,7 @@ class Context:
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
         """What the client declared it can do (MCP; empty when unknown)."""
-        request = self.request
-        if request is None or request.client_capabilities is None:
-            return {}
-        return request.client_capabilities
+        return (self.request and self.request.client_capabilities) or {}
 
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Tell the client something (MCP ``notifications/message``), when it asked
@@ -463,33 +458,29 @@ def _kind(fn: Callable[..., Any]) -> Kind:
     return Kind.SYNC
 
 
-class Listeners:
-    """Who wants to hear that a registry changed: functions called with no
-    argument after each change, in the order they were added (a listener that
-    raises is logged, and the others still hear)."""
+class ToolOptions(TypedDict, total=False):
+    """The options of a tool (:meth:`Tools.tool` says what each one does)."""
 
-    def __init__(self) -> None:
-        self._listeners: list[Callable[[], None]] = []
+    name: str | None
+    type: str | None
+    title: str | None
+    description: str | None
+    schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | Literal[False] | None
+    promise_after: float | None
+    requires: dict[str, Any] | None
+    scopes: Iterable[str]
+    annotations: ToolAnnotations | None
+    icons: Iterable[Icon] | None
+    task_support: TaskSupport | None
 
-    def add(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """Call ``listener`` after every change; returns the function that stops it."""
-        self._listeners.append(listener)
 
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return remove
-
-    def notify(self) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener()
-            except Exception:
-                log.exception("a change listener failed")
-
-    def __len__(self) -> int:
-        return len(self._listeners)
+def known_options(given: Mapping[str, object], options: type, where: str) -> None:
+    """Raise TypeError, as Python does for a keyword argument, when ``given`` has
+    a key the TypedDict ``options`` does not name."""
+    for name in given:
+        if name not in options.__annotations__:
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
 
 
 class Tools:
@@ -521,40 +512,9 @@ class Tools:
     def tool(self, fn: F) -> F: ...
 
     @overload
-    def tool(
-        self,
-        *,
-        name: str | None = None,
-        type: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        schema: dict[str, Any] | None = None,
-        output_schema: dict[str, Any] | Literal[False] | None = None,
-        promise_after: float | None = None,
-        requires: dict[str, Any] | None = None,
-        scopes: Iterable[str] = (),
-        annotations: ToolAnnotations | None = None,
-        icons: Iterable[Icon] | None = None,
-        task_support: TaskSupport | None = None,
-    ) -> Callable[[F], F]: ...
+    def tool(self, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
-    def tool(
-        self,
-        fn: F | None = None,
-        *,
-        name: str | None = None,
-        type: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        schema: dict[str, Any] | None = None,
-        output_schema: dict[str, Any] | Literal[False] | None = None,
-        promise_after: float | None = None,
-        requires: dict[str, Any] | None = None,
-        scopes: Iterable[str] = (),
-        annotations: ToolAnnotations | None = None,
-        icons: Iterable[Icon] | None = None,
-        task_support: TaskSupport | None = None,
-    ) -> F | Callable[[F], F]:
+    def tool(self, fn: F | None = None, **options: Unpack[ToolOptions]) -> F | Callable[[F], F]:
         """Register a function as a tool; usable bare (``@tools.tool``) or with options.
 
         ``name`` defaults to the function's name, ``description`` to its docstring,
@@ -573,93 +533,68 @@ class Tools:
         by a client that takes tasks (``"required"``: others get -32021), or never
         becomes one (``"forbidden"``: the call completes on its own request).
         Raises ``ValueError`` for a duplicate name, a malformed schema or a bad
-        value of an option, ``TypeError`` for a signature that cannot be described
-        or an option of the wrong type.
+        value of an option, ``TypeError`` for a signature that cannot be described,
+        an option of the wrong type or one that does not exist.
         """
+        known_options(options, ToolOptions, "Tools.tool")
 
         def register(f: F) -> F:
-            self.add(
-                f,
-                name=name,
-                type=type,
-                title=title,
-                description=description,
-                schema=schema,
-                output_schema=output_schema,
-                promise_after=promise_after,
-                requires=requires,
-                scopes=scopes,
-                annotations=annotations,
-                icons=icons,
-                task_support=task_support,
-            )
+            self.add(f, **options)
             return f
 
         return register(fn) if fn is not None else register
 
-    def add(
-        self,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        type: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        schema: dict[str, Any] | None = None,
-        output_schema: dict[str, Any] | Literal[False] | None = None,
-        promise_after: float | None = None,
-        requires: dict[str, Any] | None = None,
-        scopes: Iterable[str] = (),
-        annotations: ToolAnnotations | None = None,
-        icons: Iterable[Icon] | None = None,
-        task_support: TaskSupport | None = None,
-    ) -> Tool:
-        """Register ``fn`` (see :meth:`tool`) and return its :class:`Tool`; a
-        registry being served serves it from now on."""
-        tool_name = name or fn.__name__
+    def add(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
+        """Register ``fn`` with the options of :meth:`tool` and return its
+        :class:`Tool`; a registry being served serves it from now on."""
+        known_options(options, ToolOptions, "Tools.add")
+        tool_name = options.get("name") or fn.__name__
         if not tool_name or not isinstance(tool_name, str):
             raise ValueError(f"a tool needs a non-empty name, got {tool_name!r}")
         if tool_name in self._tools:
             raise ValueError(f"a tool named {tool_name!r} is already registered")
+        promise_after = options.get("promise_after")
         if promise_after is not None and not promise_after >= 0:
             raise ValueError(f"promise_after must be >= 0 or None, got {promise_after!r}")
         what = f"tool {tool_name!r}"
-        title = title_of(title, what)
-        checked_annotations = annotations_of(annotations, what)
-        checked_icons = icons_of(icons, what)
-        task_support = task_support_of(task_support, what)
+        title = title_of(options.get("title"), what)
+        annotations = annotations_of(options.get("annotations"), what)
+        icons = icons_of(options.get("icons"), what)
+        task_support = task_support_of(options.get("task_support"), what)
         ctx_param = context_param_of(fn)
+        schema = options.get("schema")
         generated = schema is None
         if schema is None:
             skip = (ctx_param,) if ctx_param else ()
             schema = schema_for_function(fn, skip=skip)
         kind = _kind(fn)
         value_schema = None
+        output_schema = options.get("output_schema")
         if output_schema is None:
             output_schema = _output_schema(fn, kind)
             if output_schema is None:
                 value_schema = _value_schema(fn, kind)
         elif output_schema is not False:
             output_schema = _given_output_schema(output_schema)
-        doc = inspect.getdoc(fn) or ""
+        description = options.get("description")
         tool = Tool(
             name=tool_name,
             fn=fn,
-            description=description if description is not None else doc,
+            description=description if description is not None else inspect.getdoc(fn) or "",
             input_schema=schema,
             checker=compile_schema(schema),
             kind=kind,
-            type=type,
+            type=options.get("type"),
             context_param=ctx_param,
             promise_after=promise_after,
-            requires=requires,
+            requires=options.get("requires"),
             converters=_converters(fn, ctx_param) if generated else {},
             output_schema=output_schema or None,
             value_schema=value_schema,
-            scopes=_scopes(scopes),
+            scopes=_scopes(options.get("scopes", ())),
             title=title,
-            annotations=checked_annotations,
-            icons=checked_icons,
+            annotations=annotations,
+            icons=icons,
             task_support=task_support,
         )
         self._tools[tool_name] = tool

@@ -37,7 +37,10 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["ACCESS", "CLIENT_GONE", "AccessLog", "JsonFormatter", "setup_logging"]
+from ..core.config import LOG_FORMATS
+from ..core.wire import iso_timestamp
+
+__all__ = ["ACCESS", "AccessLog", "JsonFormatter", "setup_logging"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Fields of an access line, in order (JSON keys; ``extra`` names on the logging path).
@@ -46,16 +49,8 @@ ACCESS_FIELDS = ("binding", "method", "path", "tool", "status", "duration_ms", "
 _RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 access_logger = logging.getLogger("mcplite.access")
-#: The outcome of an access line whose client went away before its answer was complete.
-CLIENT_GONE = "client-gone"
 #: Third-party loggers that would log credentials at DEBUG (hpack: every header).
 _QUIET = ("hpack", "h2")
-
-
-def _iso(epoch: float) -> str:
-    seconds = int(epoch)
-    millis = int((epoch - seconds) * 1000)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{millis:03d}Z"
 
 
 class JsonFormatter(logging.Formatter):
@@ -68,7 +63,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": _iso(record.created),
+            "ts": iso_timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             **self.static,
@@ -138,8 +133,14 @@ class AccessLog:
     ) -> None:
         """One line; ``outcome`` says how a request that did not end well ended
         (``client-gone``, ``cancelled``)."""
-        if self._stream is None or not self._owned():
-            self._via_logging(binding, method, path, tool, status, duration_ms, peer, outcome)
+        if self._stream is None or not self._owned():  # through logging, fields as extra
+            values = (binding, method, path, tool, status, round(duration_ms, 2), peer and peer[0])
+            extra: dict[str, Any] = dict(zip(ACCESS_FIELDS, values, strict=True))
+            text, args = "%s %s %s %s %.2fms", [method, path, tool or "-", status, duration_ms]
+            if outcome is not None:
+                extra["outcome"] = outcome
+                text, args = text + " %s", [*args, outcome]
+            access_logger.info(text, *args, extra=extra)
             return
         now = time.time()
         if self._json:
@@ -147,7 +148,7 @@ class AccessLog:
             peer_text = json.dumps(peer[0]) if peer else "null"
             tail = "" if outcome is None else f',"outcome":{json.dumps(outcome)}'
             line = (
-                f'{{"ts":"{_iso(now)}","level":"info","logger":"mcplite.access"{self._static},'
+                f'{{"ts":"{iso_timestamp(now)}","level":"info","logger":"mcplite.access"{self._static},'
                 f'"binding":"{binding}","method":{json.dumps(method)},"path":{json.dumps(path)},'
                 f'"tool":{json.dumps(tool)},"status":{status_text},'
                 f'"duration_ms":{duration_ms:.2f},"peer":{peer_text}{tail}}}\n'
@@ -183,43 +184,6 @@ class AccessLog:
         except (OSError, ValueError):  # stderr closed or gone: nothing to do about it
             pass
 
-    @staticmethod
-    def _via_logging(
-        binding: str,
-        method: str,
-        path: str,
-        tool: str | None,
-        status: int | str,
-        duration_ms: float,
-        peer: tuple[str, int] | None,
-        outcome: str | None = None,
-    ) -> None:
-        extra: dict[str, Any] = {
-            "binding": binding,
-            "method": method,
-            "path": path,
-            "tool": tool,
-            "status": status,
-            "duration_ms": round(duration_ms, 2),
-            "peer": peer[0] if peer else None,
-        }
-        if outcome is None:
-            access_logger.info(
-                "%s %s %s %s %.2fms", method, path, tool or "-", status, duration_ms, extra=extra
-            )
-            return
-        extra["outcome"] = outcome
-        access_logger.info(
-            "%s %s %s %s %.2fms %s",
-            method,
-            path,
-            tool or "-",
-            status,
-            duration_ms,
-            outcome,
-            extra=extra,
-        )
-
 
 #: The process's access log.
 ACCESS = AccessLog()
@@ -232,13 +196,14 @@ def setup_logging(
     stream: TextIO | None = None,
     worker: str | None = None,
 ) -> None:
-    """Log to ``stream`` (stderr) as text or JSON lines, at ``level``.
+    """Log to ``stream`` (stderr) as text or JSON lines, at ``level``; ValueError
+    for a ``log_format`` not in :data:`~mcplite.core.config.LOG_FORMATS`.
 
     ``worker`` names a ``--workers`` process in every line (text: the logger's
     name becomes ``name[worker]``; JSON: a ``worker`` field).
     """
-    if log_format not in ("text", "json"):
-        raise ValueError(f"--log-format must be text or json, got {log_format!r}")
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"--log-format must be one of {LOG_FORMATS}, got {log_format!r}")
     stream = stream or sys.stderr
     handler = logging.StreamHandler(stream)
     static = {"worker": worker} if worker is not None else {}

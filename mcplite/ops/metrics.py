@@ -318,15 +318,19 @@ class MetricsServer:
         return self._server
 
     @property
-    def port(self) -> int:
+    def address(self) -> tuple[str, int]:
+        """The host and port listened on (once started)."""
         assert self._server is not None
-        port: int = self._server.sockets[0].getsockname()[1]
-        return port
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return host, port
+
+    @property
+    def port(self) -> int:
+        return self.address[1]
 
     def url(self) -> str:
-        assert self._server is not None
-        host = self._server.sockets[0].getsockname()[0]
-        return f"http://{host}:{self.port}/metrics"
+        host, port = self.address
+        return f"http://{host}:{port}/metrics"
 
     async def close(self) -> None:
         if self._server is not None:

@@ -21,7 +21,7 @@ from .._version import __version__
 from ..auth import Auth, StaticTokens, auth_from_config
 from ..bindings.base import Binding
 from ..bindings.stdio import StdioPipes, run_stdio
-from ..core.config import Config
+from ..core.config import Config, is_loopback
 from ..core.dispatch import Dispatcher
 from ..core.promises import PromiseStore
 from ..core.prompts import Prompts
@@ -267,7 +267,7 @@ async def start_auth(config: Config) -> Auth | None:
     except (ValueError, ImportError) as exc:
         raise ServeError(str(exc)) from None
     if auth is None:
-        if config.http is not None and config.http[0] not in _LOOPBACK:
+        if config.http is not None and not is_loopback(config.http[0]):
             log.warning(
                 "auth is off and HTTP listens beyond loopback: anyone who reaches "
                 "the port can call every tool (see --auth-tokens, --oauth-issuer)"
@@ -288,9 +288,6 @@ async def start_auth(config: Config) -> Auth | None:
         f"; {auth.limiter.rate:g} requests/s per caller" if auth.limiter else "",
     )
     return auth
-
-
-_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def _bindings(

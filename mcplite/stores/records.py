@@ -54,59 +54,32 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), default=_plain, allow_nan=True)
 
 
+#: Each outcome a record may hold: its stored ``type`` and the attributes kept, in
+#: order (the class is rebuilt from them by keyword).  A promise's outcome is never
+#: a Promised: that is what redeem answers while it runs.
+_OUTCOMES: dict[str, tuple[type[Any], tuple[str, ...]]] = {
+    "answer": (Answer, ("content", "structured", "value")),
+    "failure": (Failure, ("message", "reason", "retryable")),
+    "elicitation": (Elicitation, ("message", "requested_schema")),
+    "input_required": (InputRequired, ("requests", "state", "message")),
+    "more_resources": (MoreResources, ("message", "time_seconds", "quota", "budget")),
+}
+
+
 def _outcome_data(outcome: Outcome) -> dict[str, Any]:
-    if isinstance(outcome, Answer):
-        return {
-            "type": "answer",
-            "content": outcome.content,
-            "structured": outcome.structured,
-            "value": outcome.value,
-        }
-    if isinstance(outcome, Failure):
-        return {
-            "type": "failure",
-            "message": outcome.message,
-            "reason": outcome.reason,
-            "retryable": outcome.retryable,
-        }
-    if isinstance(outcome, Elicitation):
-        return {
-            "type": "elicitation",
-            "message": outcome.message,
-            "requested_schema": outcome.requested_schema,
-        }
-    if isinstance(outcome, InputRequired):
-        return {
-            "type": "input_required",
-            "requests": outcome.requests,
-            "state": outcome.state,
-            "message": outcome.message,
-        }
-    if isinstance(outcome, MoreResources):
-        return {
-            "type": "more_resources",
-            "message": outcome.message,
-            "time_seconds": outcome.time_seconds,
-            "quota": outcome.quota,
-            "budget": outcome.budget,
-        }
-    # A promise's outcome is never a Promised: that is what redeem answers while it runs.
+    for kind, (cls, names) in _OUTCOMES.items():
+        if isinstance(outcome, cls):
+            return {"type": kind, **{name: getattr(outcome, name) for name in names}}
     raise TypeError(f"cannot store an outcome of type {type(outcome).__name__}")
 
 
 def _outcome(data: dict[str, Any]) -> Outcome:
     kind = data["type"]
-    if kind == "answer":
-        return Answer(data["content"], data["structured"], data["value"])
-    if kind == "failure":
-        return Failure(data["message"], reason=data["reason"], retryable=data["retryable"])
-    if kind == "elicitation":
-        return Elicitation(data["message"], data["requested_schema"])
-    if kind == "input_required":
-        return InputRequired(data["requests"], data["state"], data["message"])
-    if kind == "more_resources":
-        return MoreResources(data["message"], data["time_seconds"], data["quota"], data["budget"])
-    raise ValueError(f"unknown stored outcome type {kind!r}")
+    if kind not in _OUTCOMES:
+        raise ValueError(f"unknown stored outcome type {kind!r}")
+    cls, names = _OUTCOMES[kind]
+    outcome: Outcome = cls(**{name: data[name] for name in names})
+    return outcome
 
 
 def dump_result(result: Result) -> str:

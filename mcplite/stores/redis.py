@@ -45,7 +45,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 try:
@@ -61,10 +61,10 @@ from ..core.errors import MCPLiteError, PromiseTableFull, UnknownPromise
 from ..core.promises import (
     DEFAULT_LEASE,
     CancelListener,
+    ProcessSide,
     PromiseRecord,
     PromiseStatus,
-    Waiters,
-    stop_tasks,
+    SweepTimer,
     worker_lost,
 )
 from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
@@ -198,8 +198,7 @@ class RedisStore:
         self._progress = self._redis.register_script(_PROGRESS)
         self._get = self._redis.register_script(_GET)
         self._lose = self._redis.register_script(_LOSE)
-        self._listeners: list[CancelListener] = []
-        self._mine: set[bytes] = set()
+        self._side = ProcessSide()
         self._closed = False
         # Progress is sent in the background, in order, before any later call's command.
         self._pending_progress: dict[bytes, str] = {}
@@ -210,10 +209,9 @@ class RedisStore:
         self._subscribed: dict[str, int] = {}  # channel -> waiters (the inbox: always 1)
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._sent: dict[str, bool] = {}  # channels whose SUBSCRIBE went out
-        self._waiters = Waiters()
-        self._timer: asyncio.TimerHandle | None = None
-        self._next_sweep: float | None = None
-        self._background: set[asyncio.Task[Any]] = set()
+        # One timer, at the earliest expiry of a record created here that no sweep
+        # has passed yet; each sweep moves it to the next one.
+        self._sweeper = SweepTimer(clock, self._tick)
         self._listening: asyncio.Task[None] | None = None
 
     async def _call(self, command: Awaitable[T]) -> T:
@@ -280,8 +278,8 @@ class RedisStore:
         else:
             raise PromiseTableFull(retry_after=self._retry_after)
         self._owners.add(owner)
-        self._mine.add(record.promise_id)
-        self._schedule_sweep(record.expires_at)
+        self._side.mine.add(record.promise_id)
+        self._sweeper.at(record.expires_at)
         if self._heartbeat is None or self._heartbeat.done():
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         return record
@@ -298,7 +296,7 @@ class RedisStore:
     ) -> None:
         if self._closed:
             return
-        self._mine.discard(promise_id)
+        self._side.mine.discard(promise_id)
         await self._ready()
         await self._set(
             promise_id,
@@ -306,7 +304,7 @@ class RedisStore:
             "" if result is None else dump_result(result),
             "" if error is None else dump_error(error),
         )
-        self._waiters.wake(promise_id)
+        self._side.waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         if self._closed:
@@ -383,7 +381,7 @@ class RedisStore:
                 left = deadline - loop.time()
                 if left <= 0:
                     break
-                waiter = self._waiters.future(promise_id)
+                waiter = self._side.waiters.future(promise_id)
                 # Just after the lease would lapse: the key is gone by then unless renewed.
                 recheck = min(left, WAIT_RECHECK, lease_left + LEASE_MARGIN)
                 await asyncio.wait((waiter,), timeout=recheck)
@@ -395,14 +393,10 @@ class RedisStore:
     async def request_cancel(self, promise_id: bytes) -> bool:
         await self._ready()
         changed = await self._set(promise_id, PromiseStatus.CANCELLED, "", "")
-        if changed < 0:
-            raise UnknownPromise()
-        if changed:
-            self._stopped([promise_id])
-        return bool(changed)
+        return self._side.cancelled(promise_id, None if changed < 0 else changed > 0)
 
     def on_cancel(self, listener: CancelListener) -> None:
-        self._listeners.append(listener)
+        self._side.listeners.append(listener)
 
     async def sweep(self) -> int:
         await self._ready()
@@ -415,8 +409,8 @@ class RedisStore:
         for the other processes."""
         if self._closed:
             return
-        mine = list(self._mine)
-        self._stopped(mine)
+        mine = list(self._side.mine)
+        self._side.stopped(mine)
         self._closed = True  # from now on every call is refused, wakers included
         with contextlib.suppress(Exception):
             if self._flusher is not None:
@@ -433,11 +427,8 @@ class RedisStore:
                 await self._redis.delete(*(self._owner_key(o) for o in self._owners))
         except RedisError:
             log.exception("could not resolve the running promises on close")
-        self._waiters.wake_all()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        await stop_tasks([*self._background, self._reader, self._listening])
+        self._sweeper.cancel()
+        await self._side.close(self._reader, self._listening)
         if self._pubsub is not None:
             await self._pubsub.aclose()
         await self._redis.aclose()
@@ -472,7 +463,7 @@ class RedisStore:
                 ],
             )
         )
-        self._stopped(bytes.fromhex(i.decode()) for i in running)
+        self._side.stopped(bytes.fromhex(i.decode()) for i in running)
         return int(dropped)
 
     @property
@@ -482,7 +473,7 @@ class RedisStore:
     async def _beat(self) -> None:
         """Renew the leases of this store's owners every third of a lease, while
         records created here run (create sets a lease itself)."""
-        while self._mine and not self._closed:
+        while self._side.mine and not self._closed:
             await asyncio.sleep(self.lease / 3)
             try:
                 async with self._redis.pipeline(transaction=False) as pipe:
@@ -508,13 +499,6 @@ class RedisStore:
             self._flusher = None
 
     # -- telling and waking -----------------------------------------------------------
-
-    def _stopped(self, ids: Iterable[bytes]) -> None:
-        for promise_id in ids:
-            self._mine.discard(promise_id)
-            for listener in self._listeners:
-                listener(promise_id)
-            self._waiters.wake(promise_id)
 
     async def _listen(self) -> None:
         """Subscribe to this store's inbox and start the reader (once; others wait)."""
@@ -562,7 +546,7 @@ class RedisStore:
         self._confirmed.pop(channel, None)
         self._sent.pop(channel, None)
         if not self._closed and self._pubsub is not None:
-            self._spawn(self._unsubscribe(channel))
+            self._side.spawn(self._unsubscribe(channel))
 
     async def _unsubscribe(self, channel: str) -> None:
         if channel in self._subscribed:  # a new wait took it up meanwhile
@@ -571,11 +555,6 @@ class RedisStore:
             await self._pubsub.unsubscribe(channel)
         except (RedisError, ConnectionError):
             log.debug("could not unsubscribe from %s", channel, exc_info=True)
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def _read(self) -> None:
         inbox = self._inbox_channel.encode()
@@ -601,26 +580,13 @@ class RedisStore:
             elif kind == "message":
                 if channel == inbox:
                     promise_id = bytes.fromhex(message["data"].decode())
-                    if promise_id in self._mine:
-                        self._stopped([promise_id])
+                    if promise_id in self._side.mine:
+                        self._side.stopped([promise_id])
                 elif channel.startswith(done_prefix):
-                    self._waiters.wake(bytes.fromhex(channel[len(done_prefix) :].decode()))
-
-    def _schedule_sweep(self, expires_at: float) -> None:
-        # One timer, at the earliest expiry of a record created here that no sweep
-        # has passed yet; each sweep moves it to the next one.
-        if self._next_sweep is not None and self._next_sweep <= expires_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._next_sweep = expires_at
-        delay = max(0.05, min(expires_at - self._clock(), 60.0))
-        self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
+                    self._side.waiters.wake(bytes.fromhex(channel[len(done_prefix) :].decode()))
 
     def _tick(self) -> None:
-        self._timer = None
-        self._next_sweep = None
-        self._spawn(self._timed_sweep())
+        self._side.spawn(self._timed_sweep())
 
     async def _timed_sweep(self) -> None:
         try:
@@ -632,4 +598,4 @@ class RedisStore:
             log.exception("could not sweep the promise store")
             scores = []
         if scores and not self._closed:
-            self._schedule_sweep(float(scores[0][1]))
+            self._sweeper.at(float(scores[0][1]))

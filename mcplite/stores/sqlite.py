@@ -46,7 +46,7 @@ import sqlite3
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,10 +56,10 @@ from ..core.errors import MCPLiteError, PromiseTableFull, UnknownPromise
 from ..core.promises import (
     DEFAULT_LEASE,
     CancelListener,
+    ProcessSide,
     PromiseRecord,
     PromiseStatus,
-    Waiters,
-    stop_tasks,
+    SweepTimer,
     worker_lost,
 )
 from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
@@ -160,14 +160,12 @@ class SQLiteStore:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mcplite-sqlite")
         self._db: sqlite3.Connection | None = None
         self._closed = False
-        self._listeners: list[CancelListener] = []
-        self._waiters = Waiters()
-        self._mine: set[bytes] = set()  # running records created through this store
+        self._side = ProcessSide()
         self._expiries: deque[float] = deque()  # of the records created here, in order
         self._poller: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._background: set[asyncio.Task[Any]] = set()
+        # One timer, at the expiry of the oldest record created here.
+        self._sweeper = SweepTimer(clock, self._tick)
 
     # -- the worker thread ------------------------------------------------------------
 
@@ -316,14 +314,14 @@ class SQLiteStore:
         now = self._clock()
         record = PromiseRecord(os.urandom(16), tool, owner, now + self._ttl)
         created, stopped = await self._run(self._in_write, self._create_sql, record, now)
-        self._stopped(stopped)
+        self._side.stopped(stopped)
         if not created:
             raise PromiseTableFull(retry_after=self._retry_after)
         if record.owner not in self._owners:
             self._owners.add(record.owner)
-        if not self._mine:
+        if not self._side.mine:
             self._renewed = asyncio.get_running_loop().time()  # create wrote the lease
-        self._mine.add(record.promise_id)
+        self._side.mine.add(record.promise_id)
         self._expiries.append(record.expires_at)
         self._schedule_sweep()
         self._start_poller()
@@ -331,7 +329,7 @@ class SQLiteStore:
 
     async def has_room(self) -> bool:
         room, stopped = await self._run(self._in_write, self._has_room_sql, self._clock())
-        self._stopped(stopped)
+        self._side.stopped(stopped)
         return bool(room)
 
     async def complete(
@@ -339,14 +337,14 @@ class SQLiteStore:
     ) -> None:
         if self._closed:
             return
-        self._mine.discard(promise_id)
+        self._side.mine.discard(promise_id)
         result_text = None if result is None else dump_result(result)
         error_text = None if error is None else dump_error(error)
         status = PromiseStatus.DONE.value
         await self._run(
             self._in_write, self._set_status, promise_id, status, result_text, error_text
         )
-        self._waiters.wake(promise_id)
+        self._side.waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         # Queued on the worker thread: it runs before any later call of this store.
@@ -377,7 +375,7 @@ class SQLiteStore:
             left = deadline - loop.time()
             if left <= 0:
                 break
-            waiter = self._waiters.future(promise_id)
+            waiter = self._side.waiters.future(promise_id)
             self._start_watcher()
             await asyncio.wait((waiter,), timeout=min(pause, left))
             pause = min(pause * 2, WAIT_POLL_MAX)
@@ -386,18 +384,14 @@ class SQLiteStore:
 
     async def request_cancel(self, promise_id: bytes) -> bool:
         changed = await self._run(self._in_write, self._set_status, promise_id, _CANCELLED)
-        if changed is None:
-            raise UnknownPromise()
-        if changed:
-            self._stopped([promise_id])
-        return bool(changed)
+        return self._side.cancelled(promise_id, changed)
 
     def on_cancel(self, listener: CancelListener) -> None:
-        self._listeners.append(listener)
+        self._side.listeners.append(listener)
 
     async def sweep(self) -> int:
         dropped, stopped = await self._run(self._in_write, self._sweep_sql, self._clock())
-        self._stopped(stopped)
+        self._side.stopped(stopped)
         return int(dropped)
 
     async def close(self) -> None:
@@ -407,14 +401,11 @@ class SQLiteStore:
         other processes."""
         if self._closed:
             return
-        mine = list(self._mine)
-        self._stopped(mine)
+        mine = list(self._side.mine)
+        self._side.stopped(mine)
         self._closed = True
-        self._waiters.wake_all()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        await stop_tasks([*self._background, self._poller, self._watcher])
+        self._sweeper.cancel()
+        await self._side.close(self._poller, self._watcher)
         self._poller = None
         loop = asyncio.get_running_loop()
         try:
@@ -426,13 +417,6 @@ class SQLiteStore:
 
     # -- telling and waking -----------------------------------------------------------
 
-    def _stopped(self, ids: Iterable[bytes]) -> None:
-        for promise_id in ids:
-            self._mine.discard(promise_id)
-            for listener in self._listeners:
-                listener(promise_id)
-            self._waiters.wake(promise_id)
-
     def _start_watcher(self) -> None:
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
@@ -443,13 +427,13 @@ class SQLiteStore:
         every few milliseconds is cheaper than each waiter reading its row."""
         try:
             last = await self._run(self._data_version)
-            while self._waiters and not self._closed:
+            while self._side.waiters and not self._closed:
                 await asyncio.sleep(WATCH_EVERY)
                 version = await self._run(self._data_version)
                 if version == last:
                     continue
                 last = version
-                self._waiters.wake_all()
+                self._side.waiters.wake_all()
         except UnknownPromise:  # closed meanwhile
             return
 
@@ -465,9 +449,9 @@ class SQLiteStore:
         """While records of ours run: renew our leases, and stop the records another
         process cancelled, resolved or dropped."""
         loop = asyncio.get_running_loop()
-        while self._mine and not self._closed:
+        while self._side.mine and not self._closed:
             await asyncio.sleep(CANCEL_POLL)
-            watched = list(self._mine)
+            watched = list(self._side.mine)
             if not watched:
                 break
             try:
@@ -480,23 +464,17 @@ class SQLiteStore:
             except sqlite3.Error:
                 log.exception("could not renew leases or read cancel flags in %s", self.path)
                 continue
-            self._stopped([i for i in stop if i in self._mine])
+            self._side.stopped([i for i in stop if i in self._side.mine])
 
     def _schedule_sweep(self) -> None:
-        # One timer, at the expiry of the oldest record created here.
-        if self._timer is not None or not self._expiries or self._closed:
-            return
-        delay = max(0.05, min(self._expiries[0] - self._clock(), 60.0))
-        self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
+        if self._expiries and not self._closed:
+            self._sweeper.at(self._expiries[0])
 
     def _tick(self) -> None:
-        self._timer = None
         now = self._clock()
         while self._expiries and self._expiries[0] <= now:
             self._expiries.popleft()
-        task = asyncio.get_running_loop().create_task(self._timed_sweep())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._side.spawn(self._timed_sweep())
 
     async def _timed_sweep(self) -> None:
         try:
