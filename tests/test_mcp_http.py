@@ -1291,12 +1291,13 @@ async def test_handle_leaves_a_shared_context_alone_and_fills_in_a_fresh_one() -
     assert context.progress_token == 7 and context.client_capabilities == {}
 
 
-# --- the common call's one-pass checks: the same answers as the general path ----
+# --- call_tool: handle's answer, or None for what may be a stream ---------------
 
 
-async def test_the_common_call_is_answered_as_the_general_path_answers_it() -> None:
-    # McpServer.call_tool takes the usual 2026 tools/call over HTTP with its checks
-    # in one pass, and leaves everything else (None, nothing run) to handle.
+async def test_call_tool_answers_as_handle_does_and_leaves_only_what_may_be_a_stream() -> None:
+    # The HTTP binding asks McpServer.call_tool first when the client takes JSON:
+    # it answers through the one path (handle's), and leaves (None, nothing run)
+    # only what may say something before its result.
     from mcplite.core.context import RequestContext
     from mcplite.core.dispatch import Dispatcher
     from mcplite.protocols.mcp.server import McpServer
@@ -1316,41 +1317,29 @@ async def test_the_common_call_is_answered_as_the_general_path_answers_it() -> N
                 headers[name.replace("_", "-")] = value
         return headers
 
-    answered_here = [
-        call("echo", {"text": "hi"}),
-        call(
-            "echo",
-            {"text": "hi"},
-            progressToken="p-1",
-            **{"io.modelcontextprotocol/logLevel": "debug"},
-        ),
-        {**call("echo", {"text": "hi"}), "id": "req-7"},
-        call("echo", {"text": 5}),  # invalid arguments: -32602
-        call("echo", ["hi"]),  # arguments not an object: -32602
-        call("needs_sampling"),  # a capability the client lacks
-        call("refuse"),  # a promise waited for (no tasks extension), then a failure
-        {
-            **call("echo", {"text": "hi"}),
-            "params": {**call("echo", {"text": "hi"})["params"], "inputResponses": {}},
-        },
-    ]
-    for message in answered_here:
-        headers = headers_of(message)
-        fast_context, general_context = RequestContext("mcp"), RequestContext("mcp")
-        fast = await mcp.call_tool(message, fast_context, headers)
-        general = await mcp.handle(message, general_context, headers, fresh=True)
-        assert fast is not None, message
-        assert fast == general, message
-        for field_name in ("progress_token", "log_level", "client_capabilities"):
-            assert getattr(fast_context, field_name) == getattr(general_context, field_name)
-
     echo = call("echo", {"text": "hi"})
-    left_to_handle: list[tuple[Any, dict[str, str]]] = [
-        (call("count", {"steps": 1}), headers_of(call("count"))),  # takes a Context
-        (call("nope"), headers_of(call("nope"))),  # unknown tool
+    answered_here: list[tuple[Any, dict[str, str]]] = [
+        (message, headers_of(message))
+        for message in [
+            echo,
+            call(
+                "echo",
+                {"text": "hi"},
+                progressToken="p-1",
+                **{"io.modelcontextprotocol/logLevel": "debug"},
+            ),
+            {**echo, "id": "req-7"},
+            call("echo", {"text": 5}),  # invalid arguments: -32602
+            call("echo", ["hi"]),  # arguments not an object: -32602
+            call("needs_sampling"),  # a capability the client lacks
+            call("refuse"),  # a promise waited for (no tasks extension), then a failure
+            {**echo, "params": {**echo["params"], "inputResponses": {}}},
+            call("nope"),  # unknown tool
+        ]
+    ]
+    answered_here += [
         (echo, headers_of(echo, mcp_name="other")),
         (echo, headers_of(echo, mcp_name="=?base64?ZWNobw==?=")),  # base64 form of "echo"
-        (echo, headers_of(echo, mcp_protocol_version="2025-06-18")),
         (echo, headers_of(echo, mcp_method=None)),
         (call("echo", {"text": "hi"}, version="2025-06-18"), headers_of(echo)),
         ({**echo, "id": True}, headers_of(echo)),
@@ -1361,12 +1350,26 @@ async def test_the_common_call_is_answered_as_the_general_path_answers_it() -> N
         ({**echo, "method": "tools/list"}, headers_of(echo)),
         ([echo], headers_of(echo)),
     ]
-    for message, headers in left_to_handle:
+    for message, headers in answered_here:
+        fast_context, general_context = RequestContext("mcp"), RequestContext("mcp")
+        fast = await mcp.call_tool(message, fast_context, headers)
+        general = await mcp.handle(message, general_context, headers, fresh=True)
+        assert fast is not None, message
+        assert fast == general, message
+        for field_name in ("progress_token", "log_level", "client_capabilities"):
+            assert getattr(fast_context, field_name) == getattr(general_context, field_name)
+
+    listen = modern_message("subscriptions/listen", {"notifications": {}})
+    may_be_a_stream: list[tuple[Any, dict[str, str]]] = [
+        (call("count", {"steps": 1}), headers_of(call("count"))),  # takes a Context
+        (echo, headers_of(echo, mcp_protocol_version="2025-06-18")),  # 2025 may ask the client
+        (listen, headers_of(listen)),
+    ]
+    for message, headers in may_be_a_stream:
         assert await mcp.call_tool(message, RequestContext("mcp"), headers) is None, message
-        general = await mcp.handle(message, RequestContext("mcp"), headers, fresh=True)
-        assert general.body is not None
-    # The base64 Mcp-Name is still heard right, by the general path.
+    # The base64 Mcp-Name is heard right.
     headers = headers_of(echo, mcp_name="=?base64?ZWNobw==?=")
-    reply = await mcp.handle(echo, RequestContext("mcp"), headers, fresh=True)
-    assert reply.body is not None and reply.body["result"]["content"][0]["text"] == "hi"
+    reply = await mcp.call_tool(echo, RequestContext("mcp"), headers)
+    assert reply is not None and reply.body is not None
+    assert reply.body["result"]["content"][0]["text"] == "hi"
     await mcp.dispatcher.close()

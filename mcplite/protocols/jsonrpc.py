@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 framing over bytes, shared by every JSON-RPC binding.
 
 What each method does is in the method table (:mod:`mcplite.protocols.methods`); this
-module only parses, checks, frames and encodes.
+module only parses, checks, frames and encodes (JSON itself: :mod:`.jsoncodec`).
 A request without ``id`` is a notification: it is processed, and gets no reply.
 A batch (a JSON array) gets an array of the replies to its non-notifications.
 """
@@ -9,131 +9,22 @@ A batch (a JSON array) gets an array of the replies to its non-notifications.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import datetime
-import enum
-import json
-import json.scanner
 import logging
 import math
-import sys
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, cast
+from collections.abc import Coroutine, Mapping
+from typing import Any, NamedTuple
 
 from ..core.context import IN_PROCESS, RequestContext
 from ..core.dispatch import Dispatcher, ToolStream
 from ..core.errors import InvalidRequest, MCPLiteError, MethodNotFound, ParseError
+from .jsoncodec import decode, encode
 from .methods import Method, mcplite_methods
+from .requests import NO_ID, Profile, Request
+from .shapes import JsonRpcResponse
 
 __all__ = ["NO_ID", "JsonRpc", "Reply", "StreamReply", "check_request", "decode", "encode"]
 
 log = logging.getLogger("mcplite")
-
-#: ``check_request``'s id of a notification (a request without ``id``).
-NO_ID: Any = object()
-_MISSING = NO_ID
-
-
-def _default(value: Any) -> Any:
-    # What a tool may put in a result beyond plain JSON, and how it is written.
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, datetime.datetime | datetime.date):
-        return value.isoformat()
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if isinstance(value, bytes):
-        raise TypeError("bytes are not JSON: encode them (base64) in the tool")
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-_encoder = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
-)
-# JSONEncoder.encode builds its C encoder again on every call (a third of the
-# cost of encoding a small reply); it is built once here.  No circular-reference
-# markers: a cycle ends in RecursionError, which encode() reports as ValueError.
-_make_encoder: Any = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-_c_encode: Any = (
-    None
-    if _make_encoder is None  # no C accelerator (never on CPython)
-    else _make_encoder(
-        None, _default, json.encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-)
-
-
-def _encode_c(obj: Any) -> str:
-    return "".join(_c_encode(obj, 0))
-
-
-_encode: Callable[[Any], str] = _encoder.encode if _c_encode is None else _encode_c
-
-
-_ascii_encode = json.JSONEncoder(
-    ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_default
-).encode
-
-
-def encode(obj: Any) -> bytes:
-    """Compact UTF-8 JSON; raises ``ValueError``/``TypeError`` for what JSON cannot hold.
-
-    A lone surrogate (possible in a Python str, never in UTF-8) is written as a
-    ``\\udXXX`` escape rather than failing the whole reply.
-    """
-    try:
-        return _encode(obj).encode()
-    except UnicodeEncodeError:
-        return _ascii_encode(obj).encode()
-    except RecursionError:
-        raise ValueError("nested too deeply, or circular") from None
-
-
-class _NotJson(ValueError):
-    pass
-
-
-def _not_json(literal: str) -> Any:
-    raise _NotJson(f"{literal} is not JSON (RFC 8259 has no NaN or Infinity)")
-
-
-_decoder = json.JSONDecoder(parse_constant=_not_json)
-_decode = _decoder.decode
-#: The decoder's C scanner, called directly for a document that starts with a
-#: value and ends with it (JSONDecoder.decode matches whitespace around it first).
-_scan = json.scanner.make_scanner(cast(Any, _decoder))
-
-
-def decode(body: bytes) -> Any:
-    """Parse a UTF-8 JSON body; anything unparsable raises :class:`ParseError`.
-
-    That includes invalid UTF-8, NaN and Infinity, nesting deep enough to exhaust
-    the parser's recursion, and integers beyond Python's digit limit (4300 digits).
-    """
-    try:
-        text = body.decode("utf-8")
-        try:
-            value, end = _scan(text, 0)
-        except (StopIteration, json.JSONDecodeError):
-            pass  # _decode says what is wrong, and where
-        else:
-            if end == len(text):
-                return value
-        return _decode(text)  # whitespace around the value, or an error
-    except UnicodeDecodeError:
-        raise ParseError("Parse error: the body is not valid UTF-8") from None
-    except RecursionError:
-        raise ParseError("Parse error: JSON nested too deeply") from None
-    except (json.JSONDecodeError, _NotJson) as exc:
-        raise ParseError(f"Parse error: {exc}") from None
-    except ValueError:
-        # The only other one: int() refusing more digits than the interpreter's
-        # limit.  Its own message tells the *server* to call
-        # sys.set_int_max_str_digits(), which is no advice for a client.
-        limit = sys.get_int_max_str_digits()
-        raise ParseError(f"Parse error: integer too large (over {limit} digits)") from None
 
 
 class Reply(NamedTuple):
@@ -155,10 +46,10 @@ class StreamReply(NamedTuple):
 
 
 def _check_id(message: dict[str, Any]) -> Any:
-    request_id = message.get("id", _MISSING)
+    request_id = message.get("id", NO_ID)
     if type(request_id) is int or type(request_id) is str:  # the usual ids, checked first
         return request_id
-    if request_id is _MISSING or request_id is None:
+    if request_id is NO_ID or request_id is None:
         return request_id
     if isinstance(request_id, bool) or not isinstance(request_id, str | int | float):
         raise InvalidRequest("Invalid request: id must be a string, a number or null")
@@ -167,11 +58,12 @@ def _check_id(message: dict[str, Any]) -> Any:
     return request_id
 
 
-def check_request(message: Any) -> tuple[Any, str, Any]:
-    """``(id, method, params)`` of one request; raises :class:`InvalidRequest`.
-
-    ``id`` is ``_MISSING`` for a notification.
-    """
+def check_request(
+    message: Any, profile: Profile = Profile.LITE, context: RequestContext = IN_PROCESS
+) -> Request:
+    """The :class:`Request` one JSON-RPC message makes, for ``profile`` and
+    ``context``; raises :class:`InvalidRequest`.  Its ``id`` is :data:`NO_ID`
+    for a notification; its ``params`` are an object, an array or None."""
     if not isinstance(message, dict):
         raise InvalidRequest("Invalid request: expected a JSON object")
     if message.get("jsonrpc") != "2.0":
@@ -182,7 +74,7 @@ def check_request(message: Any) -> tuple[Any, str, Any]:
     params = message.get("params")
     if params is not None and not isinstance(params, (dict, list)):
         raise InvalidRequest('Invalid request: "params" must be an object or an array')
-    return _check_id(message), method, params
+    return Request(_check_id(message), method, params, profile, context)
 
 
 def _tool_name(message: Any) -> str | None:
@@ -208,12 +100,17 @@ def _known_id(message: Any) -> Any:
     return None
 
 
+async def _ready(reply: Reply) -> Reply:
+    return reply
+
+
 class JsonRpc:
     """Turns request bytes into reply bytes through a method table.
 
     The table defaults to MCP-lite's (:func:`mcplite.protocols.methods.mcplite_methods`).
     Every request, whichever way it is to be answered, passes the same checks
-    (:func:`check_request`) here and nowhere else.
+    (:func:`check_request`) and is answered by the same path (:meth:`answer`),
+    alone or as a member of a batch.
     """
 
     def __init__(self, dispatcher: Dispatcher, methods: Mapping[str, Method] | None = None) -> None:
@@ -221,36 +118,26 @@ class JsonRpc:
         self.methods = methods if methods is not None else mcplite_methods(dispatcher)
         self.auth = dispatcher.auth
 
-    async def handle(self, body: bytes, context: RequestContext = IN_PROCESS) -> Reply:
+    # handle and answer are plain functions returning the coroutine that answers:
+    # one coroutine per request, not one awaiting another.
+
+    def handle(
+        self, body: bytes, context: RequestContext = IN_PROCESS
+    ) -> Coroutine[Any, Any, Reply]:
         """The reply to a request body (one request or a batch)."""
         try:
             message = decode(body)
         except ParseError as exc:
-            return self.unparsable(exc)
-        if type(message) is dict:
-            # The hot path: one request with a plain id and object params goes
-            # straight to its handler; anything less ordinary takes the general
-            # path (answer), which gives the same answers.
-            request_id = message.get("id")
-            params = message.get("params")
-            method = message.get("method")
-            if (
-                type(method) is str
-                and (found := self.methods.get(method)) is not None
-                and message.get("jsonrpc") == "2.0"
-                and (type(request_id) is str or type(request_id) is int)
-                and type(params) is dict
-            ):
-                tool = _tool_name(message)
-                try:
-                    if self.auth is not None:
-                        self.auth.admit(context, method)
-                    result = await found.handler(params, context)
-                except MCPLiteError as exc:
-                    return self.error_reply(request_id, exc, tool)
-                answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
-                return Reply(self._encode_reply(answer), None, tool)
-        return await self.answer(message, context)
+            return _ready(self.unparsable(exc))
+        return self.answer(message, context)
+
+    def answer(
+        self, message: Any, context: RequestContext = IN_PROCESS
+    ) -> Coroutine[Any, Any, Reply]:
+        """The reply to a decoded body: what :meth:`handle` answers after parsing."""
+        if type(message) is list:
+            return self._batch(message, context)
+        return self._one(message, context)
 
     async def handle_stream(
         self, body: bytes, context: RequestContext = IN_PROCESS, *, json_too: bool = False
@@ -266,35 +153,27 @@ class JsonRpc:
             return self.unparsable(exc)
         if type(message) is dict:
             try:
-                request_id, method, params = check_request(message)
+                request = check_request(message, Profile.LITE, context)
             except InvalidRequest:
-                return await self.answer(message, context)
-            found = self.methods.get(method)
+                return await self._one(message, context)
+            found = self.methods.get(request.method)
             if (
                 found is not None
                 and found.stream is not None
-                and request_id is not _MISSING
-                and not (json_too and not (found.streams is not None and found.streams(params)))
+                and request.id is not NO_ID
+                and not (
+                    json_too and not (found.streams is not None and found.streams(request.params))
+                )
             ):
                 tool = _tool_name(message)
                 try:
                     if self.auth is not None:
-                        self.auth.admit(context, method)
-                    stream = found.stream(params, context)
+                        self.auth.admit(context, request.method)
+                    stream = found.stream(request)
                 except MCPLiteError as exc:
-                    return self.error_reply(request_id, exc, tool)
-                return StreamReply(request_id, stream.tool.name, stream)
+                    return self.error_reply(request.id, exc, tool)
+                return StreamReply(request.id, stream.tool.name, stream)
         return await self.answer(message, context)
-
-    async def answer(self, message: Any, context: RequestContext = IN_PROCESS) -> Reply:
-        """The reply to a decoded body: what :meth:`handle` answers after parsing."""
-        if isinstance(message, list):
-            return await self._batch(message, context)
-        tool = _tool_name(message)
-        reply, error = await self._one(message, context)
-        if reply is None:
-            return Reply(None, None, tool)
-        return Reply(self._encode_reply(reply), error, tool)
 
     @classmethod
     def unparsable(cls, error: ParseError) -> Reply:
@@ -320,63 +199,58 @@ class JsonRpc:
         return self.error_bytes(_known_id(message), error)
 
     async def _batch(self, messages: list[Any], context: RequestContext) -> Reply:
+        tool = f"batch({len(messages)})"
         if not messages:
             error = InvalidRequest("Invalid request: empty batch")
             return Reply(self.error_bytes(None, error), error)
         replies = await asyncio.gather(*(self._one(m, context) for m in messages))
-        out = [r for r, _ in replies if r is not None]
-        tool = f"batch({len(messages)})"
-        if not out:
+        # Each member encoded alone: one whose result JSON cannot hold becomes
+        # an error, and the rest keep their results.
+        bodies = [reply.body for reply in replies if reply.body is not None]
+        if not bodies:
             return Reply(None, None, tool)
-        return Reply(self._encode_reply(out), None, tool)
+        return Reply(b"[" + b",".join(bodies) + b"]", None, tool)
 
-    async def handle_message(
-        self, message: Any, context: RequestContext = IN_PROCESS
-    ) -> dict[str, Any] | None:
-        """One request object -> one reply object (None for a notification)."""
-        return (await self._one(message, context))[0]
-
-    async def _one(
-        self, message: Any, context: RequestContext
-    ) -> tuple[dict[str, Any] | None, MCPLiteError | None]:
-        """One request object -> its reply object (None for a notification), and
-        the error when the reply is one."""
+    async def _one(self, message: Any, context: RequestContext) -> Reply:
+        """The reply to one request object (no body for a notification)."""
+        tool = _tool_name(message)
         try:
-            request_id, method, params = check_request(message)
+            request = check_request(message, Profile.LITE, context)
         except InvalidRequest as exc:
             # Answer even without an id: an invalid request is no notification.
-            return self._error_obj(_known_id(message), exc), exc
+            return Reply(self.error_bytes(_known_id(message), exc), exc, tool)
+        request_id = request.id
         try:
-            found = self.methods.get(method)
+            found = self.methods.get(request.method)
             if found is None:
-                raise MethodNotFound(f"Method not found: {method}", {"method": method})
+                raise MethodNotFound(
+                    f"Method not found: {request.method}", {"method": request.method}
+                )
             if self.auth is not None:
-                self.auth.admit(context, method)
-            result = await found.handler(params, context)
+                self.auth.admit(context, request.method)
+            result = await found.handler(request)
         except MCPLiteError as exc:
-            if request_id is _MISSING:
-                return None, None
-            return self._error_obj(request_id, exc), exc
-        if request_id is _MISSING:
-            return None, None
-        return {"jsonrpc": "2.0", "id": request_id, "result": result}, None
+            if request_id is NO_ID:
+                return Reply(None, None, tool)
+            return Reply(self.error_bytes(request_id, exc), exc, tool)
+        if request_id is NO_ID:
+            return Reply(None, None, tool)
+        answer: JsonRpcResponse = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return Reply(self._encode_reply(answer), None, tool)
 
-    def _encode_reply(self, reply: Any) -> bytes:
+    def _encode_reply(self, reply: JsonRpcResponse) -> bytes:
         try:
             return encode(reply)
         except (TypeError, ValueError) as exc:
-            if isinstance(reply, list):
-                # Only the members JSON cannot hold become errors; the rest of
-                # the batch keeps its results.
-                return b"[" + b",".join(map(self._encode_reply, reply)) + b"]"
             # A tool returned something JSON cannot hold (NaN, bytes, an object).
             error = self.dispatcher.not_json("(result encoding)", exc)
             return self.error_bytes(reply.get("id"), error)
 
     @staticmethod
-    def _error_obj(request_id: Any, error: MCPLiteError) -> dict[str, Any]:
+    def _error_obj(request_id: Any, error: MCPLiteError) -> JsonRpcResponse:
         return {"jsonrpc": "2.0", "id": request_id, "error": error.to_jsonrpc()}
 
     @classmethod
     def error_bytes(cls, request_id: Any, error: MCPLiteError) -> bytes:
+        """The bytes of ``error`` answering the request ``request_id`` (None: null)."""
         return encode(cls._error_obj(request_id, error))

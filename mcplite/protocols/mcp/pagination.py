@@ -14,6 +14,10 @@ neither repeats nor skips one; if that entry itself is gone, the page starts
 where it was (a repeat is better than a skip).  Any cursor this
 module did not make, or made for another list, is -32602 (MCP: "invalid
 cursors should result in an error with code -32602").
+
+:func:`listed` answers a list method for any profile: MCP-lite's endpoint gets
+the whole list (its discovery stays one answer), MCP a page, and 2026 the
+caching hints too (:func:`cacheable`).
 """
 
 from __future__ import annotations
@@ -21,20 +25,24 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from ...core.errors import InvalidParams
+from ..requests import Profile, Request
 
-__all__ = ["page"]
+__all__ = ["cacheable", "listed", "page"]
+
+#: An entry of a list: a tool, prompt, resource or template definition.
+Entry = TypeVar("Entry", bound=Mapping[str, Any])
 
 #: Longer cursors are refused before they are decoded (ours are far shorter).
 _MAX_CURSOR = 4096
 
 
 def page(
-    entries: Sequence[dict[str, Any]], cursor: Any, method: str, key: str, size: int | None
-) -> tuple[list[dict[str, Any]], str | None]:
+    entries: Sequence[Entry], cursor: Any, method: str, key: str, size: int | None
+) -> tuple[list[Entry], str | None]:
     """The page of ``entries`` that ``cursor`` (None: the first) asks for, and the
     cursor of the next page (None: this is the last).  ``key`` names each entry
     (``"name"``, ``"uri"``); ``size`` None: no limit.  Raises :class:`InvalidParams`
@@ -44,6 +52,36 @@ def page(
     if stop >= len(entries):
         return list(entries[start:]), None
     return list(entries[start:stop]), _seal(method, stop, entries[stop - 1].get(key))
+
+
+def listed(
+    request: Request,
+    field: str,
+    entries: Sequence[Mapping[str, Any]],
+    key: str,
+    size: int | None,
+    scope: str = "public",
+) -> dict[str, Any]:
+    """``{field: entries}`` as ``request``'s profile wants it: all of them for
+    MCP-lite; for MCP the page ``params.cursor`` asks for (see :func:`page`),
+    with ``nextCursor`` while more remain, and 2026's caching hints."""
+    if request.profile is Profile.LITE:
+        return {field: entries}
+    shown, next_cursor = page(entries, request.params.get("cursor"), request.method, key, size)
+    out: dict[str, Any] = {field: shown}
+    if next_cursor is not None:
+        out["nextCursor"] = next_cursor
+    return cacheable(out, request, scope)
+
+
+def cacheable(result: dict[str, Any], request: Request, scope: str) -> dict[str, Any]:
+    """``result`` with 2026's caching hints (none before): not to be reused
+    without asking again (``ttlMs: 0``), by everyone (``"public"``) or this
+    caller only (``"private"``)."""
+    if request.profile is Profile.MCP_2026:
+        result["ttlMs"] = 0
+        result["cacheScope"] = scope
+    return result
 
 
 def _seal(method: str, offset: int, last: Any) -> str:
@@ -72,7 +110,7 @@ def _open(cursor: Any, method: str) -> tuple[int, Any]:
     return opened[1], opened[2]
 
 
-def _start(entries: Sequence[dict[str, Any]], opened: tuple[int, Any], key: str) -> int:
+def _start(entries: Sequence[Mapping[str, Any]], opened: tuple[int, Any], key: str) -> int:
     offset, last = opened
     if 0 < offset <= len(entries) and entries[offset - 1].get(key) == last:
         return offset  # the list did not move

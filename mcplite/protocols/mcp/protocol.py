@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from ...core.errors import InvalidParams, MCPLiteError
 
@@ -27,16 +27,23 @@ __all__ = [
     "LEGACY_VERSIONS",
     "LOG_LEVEL_KEY",
     "MODERN_VERSION",
+    "NAME_OPTIONAL",
+    "NAME_PARAMS",
     "SERVER_INFO_KEY",
     "SUBSCRIPTION_ID_KEY",
     "TASKS_EXTENSION",
+    "TASKS_REQUIRED",
     "VERSION_KEY",
     "HeaderMismatch",
     "MissingCapability",
     "UnsupportedVersion",
+    "check_headers",
+    "check_param_headers",
+    "checked_meta",
     "decode_header_value",
-    "http_status",
-    "invalid_meta",
+    "extensions_of",
+    "header_params",
+    "require",
 ]
 
 MODERN_VERSION: Final = "2026-07-28"
@@ -88,61 +95,44 @@ class UnsupportedVersion(MCPLiteError):
         )
 
 
-#: HTTP status of a JSON-RPC error to a 2026-07-28 request on the MCP endpoint
-#: (the official server's table); any other code is answered 200.
-_HTTP_STATUS: Final[dict[int, int]] = {
-    -32700: 400,
-    -32600: 400,
-    -32602: 400,
-    -32020: 400,
-    -32021: 400,
-    -32022: 400,
-    -32601: 404,
-    -32041: 401,  # unauthenticated (auth on)
-    -32043: 403,  # insufficient scope
-}
-
-
-#: The same for a 2025 request.  That revision's status table is only for bodies
-#: the transport cannot take (not JSON, not a JSON-RPC message) and for auth:
-#: every error a method answers goes out with 200, as the official server sends
-#: it.  A 404 there means "your session is gone", and a 400 makes clients (mcp
-#: 1.x, langchain-mcp-adapters, the TypeScript SDK) drop the session or lose the
-#: JSON-RPC error behind an HTTP one.
-_LEGACY_HTTP_STATUS: Final[dict[int, int]] = {
-    -32700: 400,
-    -32600: 400,
-    -32041: 401,
-    -32043: 403,
-}
-
-
-def http_status(error: MCPLiteError, modern: bool = True) -> int:
-    """The HTTP status of ``error`` answering a request of the given revision."""
-    return (_HTTP_STATUS if modern else _LEGACY_HTTP_STATUS).get(error.jsonrpc_code, 200)
-
-
-class _MetaError(InvalidParams):
-    reason: ClassVar[str | None] = None
-
-
-def invalid_meta(params: Any) -> tuple[str, Mapping[str, Any], dict[str, Any]] | MCPLiteError:
-    """``(version, client capabilities, _meta)`` of a 2026 request, or the -32602
-    error saying what is missing."""
-    meta = params.get("_meta") if isinstance(params, dict) else None
+def checked_meta(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``_meta`` of a 2026 request, with a version (a string) and client
+    capabilities (an object); raises the -32602 error saying what is missing."""
+    meta = params.get("_meta")
     if not isinstance(meta, dict):
-        return InvalidParams("Invalid params: params._meta is required", {"field": "_meta"})
-    version = meta.get(VERSION_KEY)
-    if not isinstance(version, str):
-        return InvalidParams(
+        raise InvalidParams("Invalid params: params._meta is required", {"field": "_meta"})
+    if not isinstance(meta.get(VERSION_KEY), str):
+        raise InvalidParams(
             f"Invalid params: _meta[{VERSION_KEY!r}] is required", {"field": VERSION_KEY}
         )
-    capabilities = meta.get(CAPABILITIES_KEY)
-    if not isinstance(capabilities, dict):
-        return InvalidParams(
+    if not isinstance(meta.get(CAPABILITIES_KEY), dict):
+        raise InvalidParams(
             f"Invalid params: _meta[{CAPABILITIES_KEY!r}] is required", {"field": CAPABILITIES_KEY}
         )
-    return version, capabilities, meta
+    return meta
+
+
+#: What a tool declared ``task_support="required"`` needs of a 2026 client.
+TASKS_REQUIRED: Final[Mapping[str, Any]] = {"extensions": {TASKS_EXTENSION: {}}}
+
+
+def extensions_of(capabilities: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The extensions a client declared (none: empty)."""
+    extensions = capabilities.get("extensions")
+    return extensions if isinstance(extensions, dict) else {}
+
+
+def require(capabilities: Mapping[str, Any], required: Mapping[str, Any]) -> None:
+    """Raise :class:`MissingCapability` unless ``capabilities`` declares every key
+    of ``required`` (one level into ``extensions``)."""
+    for key, value in required.items():
+        have = capabilities.get(key)
+        if have is None:
+            raise MissingCapability(key, {key: value})
+        if key == "extensions" and isinstance(value, dict):
+            for name in value:
+                if name not in extensions_of(capabilities):
+                    raise MissingCapability(f"extensions.{name}", {key: {name: value[name]}})
 
 
 #: How a header value in base64 starts and ends (``=?base64?...?=``).
@@ -183,13 +173,18 @@ NAME_OPTIONAL: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
 def check_headers(
-    headers: Mapping[str, str], version: str, method: str, params: Mapping[str, Any]
+    headers: Mapping[str, str],
+    header_version: str | None,
+    version: str,
+    method: str,
+    params: Mapping[str, Any],
 ) -> None:
     """The 2026 header rules over HTTP; raises :class:`HeaderMismatch`.
 
-    ``headers`` has lowercase names (values are case-sensitive).
+    ``headers`` has lowercase names (values are case-sensitive);
+    ``header_version`` is its ``MCP-Protocol-Version``, which the caller has
+    read already (it decides the revision).
     """
-    header_version = headers.get("mcp-protocol-version")
     if header_version is None:
         raise HeaderMismatch("Header mismatch: MCP-Protocol-Version header is required")
     if header_version != version:

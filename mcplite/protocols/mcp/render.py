@@ -18,7 +18,7 @@ becomes here a ``CallToolResult``:
 A promise is not rendered here, nor (where the client can be asked) an
 elicitation or an input request: the MCP endpoint turns them into tasks,
 ``input_required`` results, or (2025) requests on the call's stream
-(:mod:`mcplite.protocols.mcp.server`).
+(:mod:`mcplite.protocols.tools`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from ...core.outcomes import (
     MoreResources,
     ResponseType,
 )
-from ..jsonrpc import encode
+from ..jsoncodec import encode
+from ..shapes import CallToolResult
 
 __all__ = ["call_result"]
 
@@ -61,14 +62,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def call_result(result: Result, modern: bool = False) -> dict[str, Any]:
+def call_result(result: Result, modern: bool = False) -> CallToolResult:
     """The ``CallToolResult`` of a finished call (no ``resultType``: the era adds it).
 
     ``modern`` (2026-07-28): ``structuredContent`` is the data itself, whatever
     JSON value it is; before, it is always an object (``{"result": value}``
     around anything else)."""
     outcome = result.outcome
-    out: dict[str, Any]
+    out: CallToolResult
     if isinstance(outcome, Answer):
         items = outcome.content
         structured = outcome.structured

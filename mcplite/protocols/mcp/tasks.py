@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,10 +34,26 @@ from ...core.dispatch import Dispatcher, start_task
 from ...core.envelope import Result
 from ...core.errors import ExpiredToken, InvalidParams, InvalidToken, MCPLiteError, UnknownPromise
 from ...core.outcomes import Elicitation, Failure, InputRequired, Promised
+from ..requests import Request
+from .protocol import TASKS_EXTENSION, MissingCapability, extensions_of
+from .render import call_result
 
-__all__ = ["Task", "TaskStatus", "TaskTable", "check_answers", "input_requests"]
+__all__ = [
+    "TOKEN_ERRORS",
+    "Task",
+    "TaskMethods",
+    "TaskStatus",
+    "TaskTable",
+    "check_answers",
+    "input_requests",
+    "task_result",
+    "with_elicited",
+]
 
-_TOKEN_ERRORS = (InvalidToken, ExpiredToken, UnknownPromise)
+#: What a token that names no task (any more) raises.
+TOKEN_ERRORS = (InvalidToken, ExpiredToken, UnknownPromise)
+#: How often a client should poll a task (tasks/get), in milliseconds.
+POLL_INTERVAL_MS = 500
 
 
 class TaskStatus(StrEnum):
@@ -105,6 +123,21 @@ def _answer_problem(method: str, value: Any) -> str | None:
         ):
             return "must be a roots result: a list of roots, each with a uri"
     return None
+
+
+def with_elicited(arguments: Any, responses: Mapping[str, Any] | None) -> Any:
+    """The arguments of a call answering an MCP-lite elicitation: the accepted
+    content merged in; a declined or cancelled elicitation ends the call, as the
+    failure returned (a :class:`Result`)."""
+    answer = responses.get("elicitation") if responses else None
+    if not isinstance(answer, dict):
+        return arguments
+    action = answer.get("action")
+    if action == "accept" and isinstance(answer.get("content"), dict):
+        return {**(arguments or {}), **answer["content"]}
+    if action in ("decline", "cancel"):
+        return Result(Failure(f"the user chose to {action}", reason=action), time.time(), 0.0)
+    return arguments
 
 
 def _refuse(key: str, problem: str) -> None:
@@ -246,7 +279,7 @@ class TaskTable:
             task.token = result.outcome.token
         try:
             result = await self.dispatcher.redeem(task.token, 0, task.context)
-        except _TOKEN_ERRORS:
+        except TOKEN_ERRORS:
             raise  # its promise is gone (expired, or unknown here)
         except MCPLiteError as exc:  # the call ended in a protocol error
             self._ended(task, exc)
@@ -288,15 +321,11 @@ class TaskTable:
         answers, arguments = task.answers, task.arguments
         if isinstance(outcome, Elicitation):
             # MCP-lite's elicitation: the accepted content becomes arguments.
-            answer = answers.get("elicitation")
-            action = answer.get("action") if isinstance(answer, dict) else None
-            if action in ("decline", "cancel"):
-                failure = Failure(f"the user chose to {action}", reason=action)
-                self._ended(task, Result(failure, time.time(), 0.0))
+            merged = with_elicited(arguments, answers)
+            if isinstance(merged, Result):  # declined or cancelled
+                self._ended(task, merged)
                 return
-            content = answer.get("content") if isinstance(answer, dict) else None
-            if isinstance(content, dict):
-                arguments = {**(arguments or {}), **content}
+            arguments = merged
         state = outcome.state if isinstance(outcome, InputRequired) else None
         context = dataclasses.replace(task.context, input_responses=answers, request_state=state)
         task.outcome, task.asked, task.answers = None, None, {}
@@ -335,3 +364,79 @@ def _retrieve(run: asyncio.Task[Result]) -> None:
     # Read the exception so a run nobody polls again is not logged as unretrieved.
     if not run.cancelled():
         run.exception()
+
+
+def task_result(task: Task, status: TaskStatus, result_type: str, ttl: float) -> dict[str, Any]:
+    """What MCP says of a task: its id, status, times and poll interval, as a
+    result of ``resultType`` ``result_type`` (``"task"`` when a call becomes
+    one, ``"complete"`` answering tasks/get); ``ttl``: the promise's."""
+    out: dict[str, Any] = {
+        "resultType": result_type,
+        "taskId": task.task_id,
+        "status": str(status),
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.updated_at),
+        "ttlMs": int(ttl * 1000) if math.isfinite(ttl) else None,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+    progress = task.progress or {}
+    if status is TaskStatus.WORKING and isinstance(progress.get("message"), str):
+        out["statusMessage"] = progress["message"]
+    return out
+
+
+class TaskMethods:
+    """``tasks/get``, ``tasks/update`` and ``tasks/cancel`` (2026, for a client that
+    declared the tasks extension) over a :class:`TaskTable`."""
+
+    def __init__(self, tasks: TaskTable) -> None:
+        self.tasks = tasks
+
+    async def get(self, request: Request) -> dict[str, Any]:
+        task = await self._find(request)
+        status = task.status
+        out = task_result(task, status, "complete", self.tasks.dispatcher.config.promise_ttl)
+        if status is TaskStatus.INPUT_REQUIRED:
+            out["inputRequests"] = task.open_requests()
+        elif status is TaskStatus.FAILED:
+            assert isinstance(task.outcome, MCPLiteError)
+            out["error"] = {"code": task.outcome.jsonrpc_code, "message": task.outcome.message}
+        elif status is TaskStatus.COMPLETED:
+            assert isinstance(task.outcome, Result)
+            out["result"] = {"resultType": "complete", **call_result(task.outcome, True)}
+        return out
+
+    async def update(self, request: Request) -> dict[str, Any]:
+        task = await self._find(request)
+        responses = request.params.get("inputResponses")
+        if not isinstance(responses, dict):
+            raise InvalidParams("Invalid params: inputResponses must be an object")
+        await self.tasks.update(task, responses)
+        return {}
+
+    async def cancel(self, request: Request) -> dict[str, Any]:
+        task = await self._find(request)
+        await self.tasks.cancel(task)
+        return {}
+
+    async def _find(self, request: Request) -> Task:
+        """The task ``params.taskId`` names, settled; -32021 without the extension,
+        -32602 for an id that names no task of this caller."""
+        if TASKS_EXTENSION not in extensions_of(request.capabilities):
+            raise MissingCapability(
+                f"extensions.{TASKS_EXTENSION}", {"extensions": {TASKS_EXTENSION: {}}}
+            )
+        task_id = request.params.get("taskId")
+        if not isinstance(task_id, str):
+            raise InvalidParams("Invalid params: taskId must be a string")
+        try:
+            task = await self.tasks.find(task_id, request.context)
+            await self.tasks.settle(task)
+        except TOKEN_ERRORS as exc:
+            raise InvalidParams(f"Unknown task: {exc.message}", {"taskId": task_id}) from None
+        return task
+
+
+def _iso(epoch: float) -> str:
+    moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
