@@ -25,7 +25,7 @@ import secrets
 import socket
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from .authorize import AllowAll, Gate, Policy
@@ -100,6 +100,11 @@ class Dispatcher:
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
         self._local: dict[bytes, _Kept] = {}  # the promised calls this process runs
         self._tools: dict[str, Tool] = {}
+        #: The tools served now, by name (system tools included), for a binding's
+        #: lookup on every request without a call; change it with :meth:`add_tool`
+        #: and :meth:`remove_tool` (or the registry).  :meth:`tool` says what is
+        #: missing.
+        self.served: Mapping[str, Tool] = self._tools
         for tool in (*self._system_tools(), *tools):
             if tool.name in self._tools:
                 raise ValueError(f"a tool named {tool.name!r} is already registered")
@@ -271,11 +276,13 @@ class Dispatcher:
         """
         started, t0 = time.time(), time.perf_counter()
         try:
-            tool = self.tool(name, context)
+            tool = self._tools.get(name)
+            if tool is None:
+                tool = self.tool(name, context)  # raises ToolNotFound, with a suggestion
             args = self._admit(tool, arguments, context)
             self.active += 1
             try:
-                if tool.kind is Kind.SYSTEM:
+                if tool.kind is _SYSTEM:
                     result: Result = await tool.fn(context, **args)
                 else:
                     progress: Progress | None = None
@@ -614,6 +621,9 @@ class _Kept:
     def finished(self, _: asyncio.Task[Any]) -> None:
         self.dispatcher._finished(self)
 
+
+#: Read on every call: an Enum member read off its class costs a metaclass lookup.
+_SYSTEM = Kind.SYSTEM
 
 #: The ``tool`` label of a call to a name that is not served (never the name itself:
 #: a client could make the label set grow without bound).

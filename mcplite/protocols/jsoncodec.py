@@ -14,7 +14,6 @@ import enum
 import json
 import json.scanner
 import sys
-from collections.abc import Callable
 from typing import Any, cast
 
 from ..core.errors import ParseError
@@ -53,13 +52,6 @@ _c_encode: Any = (
 )
 
 
-def _encode_c(obj: Any) -> str:
-    return "".join(_c_encode(obj, 0))
-
-
-_encode: Callable[[Any], str] = _encoder.encode if _c_encode is None else _encode_c
-
-
 _ascii_encode = json.JSONEncoder(
     ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_default
 ).encode
@@ -72,7 +64,9 @@ def encode(obj: Any) -> bytes:
     ``\\udXXX`` escape rather than failing the whole reply.
     """
     try:
-        return _encode(obj).encode()
+        if _c_encode is not None:  # the C encoder, called directly (one call less)
+            return "".join(_c_encode(obj, 0)).encode()
+        return _encoder.encode(obj).encode()
     except UnicodeEncodeError:
         return _ascii_encode(obj).encode()
     except RecursionError:

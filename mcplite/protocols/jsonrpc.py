@@ -19,7 +19,7 @@ from ..core.dispatch import Dispatcher, ToolStream
 from ..core.errors import InvalidRequest, MCPLiteError, MethodNotFound, ParseError
 from .jsoncodec import decode, encode
 from .methods import Method, mcplite_methods
-from .requests import NO_ID, Profile, Request
+from .requests import LITE, NO_ID, Profile, Request
 from .shapes import JsonRpcResponse
 
 __all__ = ["NO_ID", "JsonRpc", "Reply", "StreamReply", "check_request", "decode", "encode"]
@@ -35,6 +35,9 @@ class Reply(NamedTuple):
     body: bytes | None
     error: MCPLiteError | None = None
     tool: str | None = None
+
+
+_new_reply = tuple.__new__
 
 
 class StreamReply(NamedTuple):
@@ -59,11 +62,24 @@ def _check_id(message: dict[str, Any]) -> Any:
 
 
 def check_request(
-    message: Any, profile: Profile = Profile.LITE, context: RequestContext = IN_PROCESS
+    message: Any, profile: Profile = LITE, context: RequestContext = IN_PROCESS
 ) -> Request:
     """The :class:`Request` one JSON-RPC message makes, for ``profile`` and
     ``context``; raises :class:`InvalidRequest`.  Its ``id`` is :data:`NO_ID`
     for a notification; its ``params`` are an object, an array or None."""
+    if type(message) is dict:
+        # The usual request, accepted at a glance; anything else is checked rule
+        # by rule below (which accepts it too), for the error that says why not.
+        method = message.get("method")
+        params = message.get("params")
+        request_id = message.get("id", NO_ID)
+        if (
+            type(method) is str
+            and (type(request_id) is int or type(request_id) is str or request_id is NO_ID)
+            and (type(params) is dict or params is None)
+            and message.get("jsonrpc") == "2.0"
+        ):
+            return Request(request_id, method, params, profile, context)
     if not isinstance(message, dict):
         raise InvalidRequest("Invalid request: expected a JSON object")
     if message.get("jsonrpc") != "2.0":
@@ -129,7 +145,9 @@ class JsonRpc:
             message = decode(body)
         except ParseError as exc:
             return _ready(self.unparsable(exc))
-        return self.answer(message, context)
+        if type(message) is list:
+            return self._batch(message, context)
+        return self._one(message, context)
 
     def answer(
         self, message: Any, context: RequestContext = IN_PROCESS
@@ -153,7 +171,7 @@ class JsonRpc:
             return self.unparsable(exc)
         if type(message) is dict:
             try:
-                request = check_request(message, Profile.LITE, context)
+                request = check_request(message, LITE, context)
             except InvalidRequest:
                 return await self._one(message, context)
             found = self.methods.get(request.method)
@@ -213,13 +231,16 @@ class JsonRpc:
 
     async def _one(self, message: Any, context: RequestContext) -> Reply:
         """The reply to one request object (no body for a notification)."""
-        tool = _tool_name(message)
         try:
-            request = check_request(message, Profile.LITE, context)
+            request = check_request(message, LITE, context)
         except InvalidRequest as exc:
             # Answer even without an id: an invalid request is no notification.
-            return Reply(self.error_bytes(_known_id(message), exc), exc, tool)
+            return Reply(self.error_bytes(_known_id(message), exc), exc, _tool_name(message))
         request_id = request.id
+        params = request.params
+        tool = params.get("name") if isinstance(params, dict) else None  # for the logs
+        if not isinstance(tool, str):
+            tool = None
         try:
             found = self.methods.get(request.method)
             if found is None:
@@ -236,7 +257,8 @@ class JsonRpc:
         if request_id is NO_ID:
             return Reply(None, None, tool)
         answer: JsonRpcResponse = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        return Reply(self._encode_reply(answer), None, tool)
+        # The Reply built as the tuple it is: its own __new__ is a Python function.
+        return _new_reply(Reply, (self._encode_reply(answer), None, tool))
 
     def _encode_reply(self, reply: JsonRpcResponse) -> bytes:
         try:

@@ -21,7 +21,7 @@ from ..core.prompts import Prompts
 from .mcp.pagination import listed
 from .mcp.rounds import MAX_ROUNDS, InputRounds
 from .mcp.tasks import input_requests
-from .requests import Profile, Request
+from .requests import LITE, MCP_2026, Request
 
 __all__ = ["PromptMethods", "object_params"]
 
@@ -63,7 +63,7 @@ class PromptMethods:
         owner = f"prompt:{name}"  # a tool's requestState never reaches a prompt
         context = request.context
         rounds = self.rounds
-        if rounds is not None and request.profile is not Profile.LITE:
+        if rounds is not None and request.profile is not LITE:
             answered = rounds.answered(owner, params, context)
             if answered is not None:
                 context = answered[0]
@@ -71,9 +71,9 @@ class PromptMethods:
         for _ in range(MAX_ROUNDS):
             if not isinstance(rendered, InputRequired):
                 return rendered
-            if rounds is None or request.profile is Profile.LITE:
+            if rounds is None or request.profile is LITE:
                 break  # MCP-lite has no way to ask the client
-            if request.profile is Profile.MCP_2026:
+            if request.profile is MCP_2026:
                 return rounds.input_required(owner, rendered, request.capabilities, context)
             if request.send is None:  # 2025 answered as plain JSON: no stream to ask on
                 break

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ..core.context import RequestContext
 
-__all__ = ["EVERY", "MCP", "NO_ID", "Profile", "Request", "Sender"]
+__all__ = ["EVERY", "LITE", "MCP", "MCP_2025", "MCP_2026", "NO_ID", "Profile", "Request", "Sender"]
 
 #: The id of a notification (a request without ``id``): never answered.
 NO_ID: Any = object()
@@ -37,9 +37,14 @@ class Profile(enum.Flag):
     MCP_2025 = enum.auto()
 
 
+#: The profiles as module constants, for the code every request runs: a member
+#: read off its Enum class goes through the metaclass (about 90 ns on 3.11).
+LITE: Final = Profile.LITE
+MCP_2026: Final = Profile.MCP_2026
+MCP_2025: Final = Profile.MCP_2025
 #: Both MCP revisions, and every profile (a method's ``profiles``).
-MCP: Final = Profile.MCP_2026 | Profile.MCP_2025
-EVERY: Final = Profile.LITE | MCP
+MCP: Final = MCP_2026 | MCP_2025
+EVERY: Final = LITE | MCP
 
 Sender = Callable[[dict[str, Any]], None]
 """``send(message)``: put a whole JSON-RPC message on the response's stream."""
@@ -52,35 +57,29 @@ class Request:
 
     ``id``: the request's id (:data:`NO_ID` for a notification).  ``params``: for
     MCP always an object; for MCP-lite as sent (an object, an array or None),
-    each method saying what it refuses.  ``headers``: the request's headers
-    (lowercase names) over HTTP on the MCP endpoint; None on stdio and on
-    MCP-lite's endpoint.  ``capabilities``: the client's (2026: from ``_meta``;
-    otherwise none).  ``send``: where a message to the client goes while this
-    request is answered (an SSE stream, stdio); None: nowhere (a plain JSON
-    answer).
+    each method saying what it refuses.  The MCP framing sets the rest:
+    ``headers``, the request's headers (lowercase names) over HTTP on the MCP
+    endpoint (None on stdio and on MCP-lite's endpoint); ``capabilities``, the
+    client's (2026: from ``_meta``; otherwise none); ``send``, where a message
+    to the client goes while this request is answered (an SSE stream, stdio;
+    None: nowhere, a plain JSON answer).
     """
 
     __slots__ = ("capabilities", "context", "headers", "id", "method", "params", "profile", "send")
 
+    # Five parameters, the rest set to constants: parameters with defaults cost
+    # more than the stores (this is built once per request).
     def __init__(
-        self,
-        id: Any,
-        method: str,
-        params: Any,
-        profile: Profile,
-        context: RequestContext,
-        headers: Mapping[str, str] | None = None,
-        capabilities: Mapping[str, Any] = _NOTHING,
-        send: Sender | None = None,
+        self, id: Any, method: str, params: Any, profile: Profile, context: RequestContext
     ) -> None:
         self.id = id
         self.method = method
         self.params = params
         self.profile = profile
         self.context = context
-        self.headers = headers
-        self.capabilities = capabilities
-        self.send = send
+        self.headers: Mapping[str, str] | None = None
+        self.capabilities: Mapping[str, Any] = _NOTHING
+        self.send: Sender | None = None
 
     def __repr__(self) -> str:
         return f"Request({self.method!r}, id={self.id!r}, {self.profile.name})"

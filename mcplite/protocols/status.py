@@ -23,7 +23,7 @@ from typing import Final
 from ..core import wire
 from ..core.errors import Forbidden, MCPLiteError, Overloaded, RateLimited, Unauthenticated
 from .mcp.protocol import HeaderMismatch, MissingCapability, UnsupportedVersion
-from .requests import Profile
+from .requests import MCP_2025, MCP_2026, Profile
 
 __all__ = [
     "LITE_STATUS",
@@ -72,9 +72,9 @@ MCP_2025_STATUS: Final[Mapping[int, int]] = {
 
 def http_status(error: MCPLiteError, profile: Profile) -> int:
     """The HTTP status of a reply that is ``error``, answering a request of ``profile``."""
-    if profile is Profile.MCP_2026:
+    if profile is MCP_2026:
         return MCP_2026_STATUS.get(error.jsonrpc_code, 200)
-    if profile is Profile.MCP_2025:
+    if profile is MCP_2025:
         return MCP_2025_STATUS.get(error.jsonrpc_code, 200)
     for kind, status in LITE_STATUS:
         if isinstance(error, kind):

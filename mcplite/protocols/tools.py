@@ -47,10 +47,12 @@ from .mcp.protocol import (
 from .mcp.render import call_result
 from .mcp.rounds import MAX_ROUNDS, InputRounds
 from .mcp.tasks import TaskStatus, TaskTable, input_requests, task_result, with_elicited
-from .requests import Profile, Request, Sender
+from .requests import LITE, MCP_2026, Request, Sender
 from .shapes import CallToolResult, ToolDefinition
 
 __all__ = ["ToolMethods", "mcp_tool", "tool_call_params"]
+
+_STREAM = Kind.STREAM
 
 
 def tool_call_params(params: Any) -> tuple[str, Any]:
@@ -99,9 +101,9 @@ class ToolMethods:
     async def list(self, request: Request) -> Any:
         dispatcher = self.dispatcher
         definitions = dispatcher.tool_definitions(request.context)
-        if request.profile is Profile.LITE:
+        if request.profile is LITE:
             return {"tools": definitions}
-        modern = request.profile is Profile.MCP_2026
+        modern = request.profile is MCP_2026
         tools = [
             mcp_tool(definition, dispatcher.tool(definition["name"]), modern)
             for definition in definitions
@@ -115,7 +117,7 @@ class ToolMethods:
 
     async def call(self, request: Request) -> Any:
         params = request.params
-        if request.profile is Profile.LITE:
+        if request.profile is LITE:
             if type(params) is dict and type(name := params.get("name")) is str:
                 arguments = params.get("arguments")  # the common case, checked inline
             else:
@@ -127,28 +129,35 @@ class ToolMethods:
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidParams("Invalid params: params.arguments must be an object")
-        try:
-            # redeem and cancel are MCP-lite's: MCP has tasks, never lists them, and
-            # so never suggests them.
-            tool = self.dispatcher.tool(name, request.context, system=False)
-        except ToolNotFound as exc:
-            # On MCP an unknown tool is invalid params (-32602), as the official server says.
-            raise InvalidParams(f"Unknown tool: {name}", exc.data) from None
-        modern = request.profile is Profile.MCP_2026
+        tool = self.dispatcher.served.get(name)
+        if tool is None:
+            try:
+                # redeem and cancel are MCP-lite's: MCP has tasks, never lists them,
+                # and so never suggests them.
+                tool = self.dispatcher.tool(name, request.context, system=False)
+            except ToolNotFound as exc:
+                # On MCP an unknown tool is invalid params (-32602), as the official
+                # server says.
+                raise InvalidParams(f"Unknown tool: {name}", exc.data) from None
+        modern = request.profile is MCP_2026
         if modern:
             if tool.requires:
                 require(request.capabilities, tool.requires)
             if tool.task_support == "required":
                 require(request.capabilities, TASKS_REQUIRED)
             if request.headers is not None:
-                with_headers = self._header_params_of(tool)
+                cached = self._header_params.get(name)
+                with_headers = cached[1] if cached is not None and cached[0] is tool else None
+                if with_headers is None:
+                    with_headers = self._header_params_of(tool)
                 if with_headers:
                     check_param_headers(request.headers, with_headers, arguments or {})
         context = request.context
         merge = False
-        answered = self.rounds.answered(name, params, context)
-        if answered is not None:
-            context, merge = answered
+        if "requestState" in params or context.input_responses is not None:  # a round answered
+            answered = self.rounds.answered(name, params, context)
+            if answered is not None:
+                context, merge = answered
         try:
             if not merge:  # the common call: nothing elicited to apply
                 result = await self.dispatcher.call(name, arguments, context)
@@ -188,14 +197,11 @@ class ToolMethods:
         if not isinstance(name, str):
             return False
         try:
-            return self.dispatcher.tool(name).kind is Kind.STREAM
+            return self.dispatcher.tool(name).kind is _STREAM
         except ToolNotFound:
             return False
 
     def _header_params_of(self, tool: Tool) -> tuple[tuple[str, str], ...]:
-        cached = self._header_params.get(tool.name)
-        if cached is not None and cached[0] is tool:
-            return cached[1]
         found = header_params(tool.input_schema)
         self._header_params[tool.name] = (tool, found)
         return found

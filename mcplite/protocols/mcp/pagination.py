@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from ...core.errors import InvalidParams
-from ..requests import Profile, Request
+from ..requests import LITE, MCP_2026, Request
 
 __all__ = ["cacheable", "listed", "page"]
 
@@ -65,7 +65,7 @@ def listed(
     """``{field: entries}`` as ``request``'s profile wants it: all of them for
     MCP-lite; for MCP the page ``params.cursor`` asks for (see :func:`page`),
     with ``nextCursor`` while more remain, and 2026's caching hints."""
-    if request.profile is Profile.LITE:
+    if request.profile is LITE:
         return {field: entries}
     shown, next_cursor = page(entries, request.params.get("cursor"), request.method, key, size)
     out: dict[str, Any] = {field: shown}
@@ -78,7 +78,7 @@ def cacheable(result: dict[str, Any], request: Request, scope: str) -> dict[str,
     """``result`` with 2026's caching hints (none before): not to be reused
     without asking again (``ttlMs: 0``), by everyone (``"public"``) or this
     caller only (``"private"``)."""
-    if request.profile is Profile.MCP_2026:
+    if request.profile is MCP_2026:
         result["ttlMs"] = 0
         result["cacheScope"] = scope
     return result

@@ -37,7 +37,6 @@ __all__ = [
     "HeaderMismatch",
     "MissingCapability",
     "UnsupportedVersion",
-    "check_headers",
     "check_param_headers",
     "checked_meta",
     "decode_header_value",
@@ -93,23 +92,6 @@ class UnsupportedVersion(MCPLiteError):
             "Unsupported protocol version",
             {"supported": [MODERN_VERSION], "requested": requested},
         )
-
-
-def checked_meta(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``_meta`` of a 2026 request, with a version (a string) and client
-    capabilities (an object); raises the -32602 error saying what is missing."""
-    meta = params.get("_meta")
-    if not isinstance(meta, dict):
-        raise InvalidParams("Invalid params: params._meta is required", {"field": "_meta"})
-    if not isinstance(meta.get(VERSION_KEY), str):
-        raise InvalidParams(
-            f"Invalid params: _meta[{VERSION_KEY!r}] is required", {"field": VERSION_KEY}
-        )
-    if not isinstance(meta.get(CAPABILITIES_KEY), dict):
-        raise InvalidParams(
-            f"Invalid params: _meta[{CAPABILITIES_KEY!r}] is required", {"field": CAPABILITIES_KEY}
-        )
-    return meta
 
 
 #: What a tool declared ``task_support="required"`` needs of a 2026 client.
@@ -172,47 +154,64 @@ NAME_PARAMS: Final[dict[str, str]] = {
 NAME_OPTIONAL: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
-def check_headers(
-    headers: Mapping[str, str],
-    header_version: str | None,
-    version: str,
-    method: str,
+def checked_meta(
     params: Mapping[str, Any],
-) -> None:
-    """The 2026 header rules over HTTP; raises :class:`HeaderMismatch`.
+    method: str,
+    headers: Mapping[str, str] | None,
+    header_version: str | None,
+) -> dict[str, Any]:
+    """The ``_meta`` of a 2026 request, once it (version and capabilities), the
+    headers (over HTTP: ``headers`` not None) and the version are checked, in
+    that order.  Raises :class:`InvalidParams` (-32602) naming what ``_meta``
+    lacks, :class:`HeaderMismatch` (-32020) or :class:`UnsupportedVersion`.
 
     ``headers`` has lowercase names (values are case-sensitive);
     ``header_version`` is its ``MCP-Protocol-Version``, which the caller has
     read already (it decides the revision).
     """
-    if header_version is None:
-        raise HeaderMismatch("Header mismatch: MCP-Protocol-Version header is required")
-    if header_version != version:
-        raise HeaderMismatch(
-            f"Header mismatch: MCP-Protocol-Version header {header_version!r} does not "
-            f"match _meta protocolVersion {version!r}"
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise InvalidParams("Invalid params: params._meta is required", {"field": "_meta"})
+    version = meta.get(VERSION_KEY)
+    if not isinstance(version, str):
+        raise InvalidParams(
+            f"Invalid params: _meta[{VERSION_KEY!r}] is required", {"field": VERSION_KEY}
         )
-    header_method = headers.get("mcp-method")
-    if header_method is None:
-        raise HeaderMismatch("Header mismatch: Mcp-Method header is required")
-    if header_method != method:
-        raise HeaderMismatch(
-            f"Header mismatch: Mcp-Method header {header_method!r} does not match method {method!r}"
+    if not isinstance(meta.get(CAPABILITIES_KEY), dict):
+        raise InvalidParams(
+            f"Invalid params: _meta[{CAPABILITIES_KEY!r}] is required", {"field": CAPABILITIES_KEY}
         )
-    name_param = NAME_PARAMS.get(method)
-    if name_param is not None:
-        header_name = headers.get("mcp-name")
-        if header_name is None:
-            if method in NAME_OPTIONAL:
-                return
-            raise HeaderMismatch("Header mismatch: Mcp-Name header is required")
-        expected = params.get(name_param)
-        if (header_name != expected or header_name.startswith(BASE64_OPEN)) and (
-            decode_header_value(header_name.strip()) != expected
-        ):
+    if headers is not None:  # the headers repeat what the body says
+        if header_version is None:
+            raise HeaderMismatch("Header mismatch: MCP-Protocol-Version header is required")
+        if header_version != version:
             raise HeaderMismatch(
-                f"Header mismatch: Mcp-Name header does not match params.{name_param}"
+                f"Header mismatch: MCP-Protocol-Version header {header_version!r} does not "
+                f"match _meta protocolVersion {version!r}"
             )
+        header_method = headers.get("mcp-method")
+        if header_method is None:
+            raise HeaderMismatch("Header mismatch: Mcp-Method header is required")
+        if header_method != method:
+            raise HeaderMismatch(
+                f"Header mismatch: Mcp-Method header {header_method!r} does not match "
+                f"method {method!r}"
+            )
+        name_param = NAME_PARAMS.get(method)
+        if name_param is not None:
+            header_name = headers.get("mcp-name")
+            if header_name is None:
+                if method not in NAME_OPTIONAL:
+                    raise HeaderMismatch("Header mismatch: Mcp-Name header is required")
+            elif (
+                header_name != params.get(name_param) or header_name.startswith(BASE64_OPEN)
+            ) and (decode_header_value(header_name.strip()) != params.get(name_param)):
+                raise HeaderMismatch(
+                    f"Header mismatch: Mcp-Name header does not match params.{name_param}"
+                )
+    if version != MODERN_VERSION:
+        raise UnsupportedVersion(version)
+    return meta
 
 
 def header_params(schema: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -32,14 +32,14 @@ from typing import Any
 from ..._version import __version__
 from ...core.context import LOG_LEVELS, Notifier, RequestContext
 from ...core.dispatch import Dispatcher
-from ...core.errors import InvalidParams, InvalidRequest, MCPLiteError, MethodNotFound, ToolNotFound
+from ...core.errors import InvalidParams, InvalidRequest, MCPLiteError, MethodNotFound
 from ...core.prompts import Prompts
 from ...core.resources import Resources
 from ...core.tools import Kind
 from ..jsonrpc import check_request
 from ..methods import McpMethods, Method, method_table
 from ..prompts import PromptMethods
-from ..requests import NO_ID, Profile, Request, Sender
+from ..requests import MCP_2025, MCP_2026, NO_ID, Profile, Request, Sender
 from ..resources import ResourceMethods
 from ..status import http_status
 from ..tools import ToolMethods
@@ -52,8 +52,6 @@ from .protocol import (
     SERVER_INFO_KEY,
     TASKS_EXTENSION,
     VERSION_KEY,
-    UnsupportedVersion,
-    check_headers,
     checked_meta,
 )
 from .rounds import InputRounds
@@ -61,6 +59,8 @@ from .subscriptions import Subscriptions
 from .tasks import TaskMethods, TaskTable
 
 __all__ = ["McpReply", "McpServer", "Sender"]
+
+_STREAM = Kind.STREAM
 
 
 @dataclass(slots=True)
@@ -118,8 +118,8 @@ class McpServer:
             ),
         )
         self.methods = table
-        self._modern = table.view(Profile.MCP_2026)
-        self._legacy = table.view(Profile.MCP_2025)
+        self._modern = table.view(MCP_2026)
+        self._legacy = table.view(MCP_2025)
 
     # -- which revision, and whether the answer may be a stream ---------------
 
@@ -151,13 +151,8 @@ class McpServer:
             return True
         params = message.get("params")
         name = params.get("name") if isinstance(params, dict) else None
-        if not isinstance(name, str):
-            return False
-        try:
-            tool = self.dispatcher.tool(name)
-        except ToolNotFound:
-            return False
-        return tool.context_param is not None or tool.kind is Kind.STREAM
+        tool = self.dispatcher.served.get(name) if isinstance(name, str) else None
+        return tool is not None and (tool.context_param is not None or tool.kind is _STREAM)
 
     # -- the one path --------------------------------------------------------
     # handle and call_tool are plain functions returning the coroutine that
@@ -197,7 +192,7 @@ class McpServer:
         :meth:`handle` gives it (``context`` made for this message alone); None,
         with nothing done, for a message that may be worth a stream."""
         sent = headers.get("mcp-protocol-version")
-        modern = _is_modern(message, sent)
+        modern = sent not in LEGACY_VERSIONS if sent is not None else _is_modern(message, None)
         if self.may_notify(message, headers, modern):
             return _no_reply()
         return self._answer(message, context, headers, None, None, True, modern, sent)
@@ -213,7 +208,7 @@ class McpServer:
         modern: bool,
         sent_version: str | None,
     ) -> McpReply:
-        profile = Profile.MCP_2026 if modern else Profile.MCP_2025
+        profile = MCP_2026 if modern else MCP_2025
         if isinstance(message, list):
             error = InvalidRequest("Invalid request: batches are not supported by MCP")
             return self._error(None, error, profile)
@@ -248,7 +243,53 @@ class McpServer:
             invalid = InvalidParams("Invalid params: expected an object")
             return self._error(request_id, invalid, profile)
         try:
-            self._prepare(request, headers, notify, send, fresh, sent_version)
+            # What 2026 asks beyond JSON-RPC (_meta, headers, version), then what
+            # the handler reads: the context filled in from _meta, the client's
+            # capabilities, the headers, send.
+            capabilities: Mapping[str, Any]
+            if modern:
+                meta: Any = checked_meta(params, request.method, headers, sent_version)
+                capabilities = meta[CAPABILITIES_KEY]
+                level = meta.get(LOG_LEVEL_KEY)
+                log_level = None if level is None or level not in LOG_LEVELS else level
+                responses = params.get("inputResponses")
+                if (responses is not None or "inputResponses" in params) and not isinstance(
+                    responses, dict
+                ):
+                    raise InvalidParams(
+                        "Invalid params: inputResponses must be an object",
+                        {"field": "inputResponses"},
+                    )
+            else:
+                meta = params.get("_meta")
+                capabilities = {}  # a dict, as a tool may return it
+                log_level = "info"  # stateless: logging/setLevel cannot be remembered
+                responses = None  # 2025 has none
+            token = meta.get("progressToken") if isinstance(meta, dict) else None
+            if token is not None and (isinstance(token, bool) or not isinstance(token, str | int)):
+                token = None
+            if fresh:
+                context.notify = notify
+                context.progress_token = token
+                context.log_level = log_level
+                context.input_responses = responses
+                context.client_capabilities = capabilities
+            else:  # built directly: dataclasses.replace costs more than the rest of the checks
+                request.context = RequestContext(
+                    context.binding,
+                    context.peer,
+                    context.headers,
+                    context.caller,
+                    notify,
+                    token,
+                    log_level,
+                    responses,
+                    context.request_state,
+                    capabilities,
+                )
+            request.headers = headers
+            request.capabilities = capabilities
+            request.send = send
             found: Method | None = (self._modern if modern else self._legacy).get(request.method)
             if found is None:
                 raise MethodNotFound(
@@ -280,69 +321,6 @@ class McpServer:
             result.setdefault("resultType", "complete")
             result.setdefault("_meta", {})[SERVER_INFO_KEY] = self.server_info
         return McpReply(200, {"jsonrpc": "2.0", "id": request_id, "result": result})
-
-    def _prepare(
-        self,
-        request: Request,
-        headers: Mapping[str, str] | None,
-        notify: Notifier | None,
-        send: Sender | None,
-        fresh: bool,
-        sent_version: str | None,
-    ) -> None:
-        """Check what 2026 asks of a request beyond JSON-RPC (``_meta``, headers,
-        version) and give the request what its handler reads: the context filled
-        in from ``_meta``, the client's capabilities, the headers, ``send``."""
-        params: dict[str, Any] = request.params
-        capabilities: Mapping[str, Any]
-        if request.profile is Profile.MCP_2026:
-            meta: Any = checked_meta(params)
-            version = meta[VERSION_KEY]
-            capabilities = meta[CAPABILITIES_KEY]
-            if headers is not None:
-                check_headers(headers, sent_version, version, request.method, params)
-            if version != MODERN_VERSION:
-                raise UnsupportedVersion(version)
-            level = meta.get(LOG_LEVEL_KEY)
-            log_level = None if level is None or level not in LOG_LEVELS else level
-            responses = params.get("inputResponses")
-            if (responses is not None or "inputResponses" in params) and not isinstance(
-                responses, dict
-            ):
-                raise InvalidParams(
-                    "Invalid params: inputResponses must be an object", {"field": "inputResponses"}
-                )
-        else:
-            meta = params.get("_meta")
-            capabilities = {}
-            log_level = "info"  # stateless: logging/setLevel cannot be remembered
-            responses = None  # 2025 has none
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if token is not None and (isinstance(token, bool) or not isinstance(token, str | int)):
-            token = None
-        context = request.context
-        if fresh:
-            context.notify = notify
-            context.progress_token = token
-            context.log_level = log_level
-            context.input_responses = responses
-            context.client_capabilities = capabilities
-        else:  # built directly: dataclasses.replace costs more than the rest of the checks
-            request.context = RequestContext(
-                context.binding,
-                context.peer,
-                context.headers,
-                context.caller,
-                notify,
-                token,
-                log_level,
-                responses,
-                context.request_state,
-                capabilities,
-            )
-        request.headers = headers
-        request.capabilities = capabilities
-        request.send = send
 
     def _error(self, request_id: Any, error: MCPLiteError, profile: Profile) -> McpReply:
         return McpReply(
