@@ -99,6 +99,7 @@ class ToolMethods:
     # -- tools/list ------------------------------------------------------------
 
     async def list(self, request: Request) -> Any:
+        """``tools/list``: MCP-lite's discovery entries, or MCP's tools (paged)."""
         dispatcher = self.dispatcher
         definitions = dispatcher.tool_definitions(request.context)
         if request.profile is LITE:
@@ -116,6 +117,10 @@ class ToolMethods:
     # -- tools/call ------------------------------------------------------------
 
     async def call(self, request: Request) -> Any:
+        """``tools/call`` (see the module doc).  Raises the protocol errors: for
+        MCP-lite every one the dispatcher raises; for MCP -32602 for bad params or
+        an unknown tool, -32021 for a capability the client lacks, -32020 for a
+        ``Mcp-Param-*`` header that disagrees."""
         params = request.params
         if request.profile is LITE:
             if type(params) is dict and type(name := params.get("name")) is str:
@@ -194,12 +199,8 @@ class ToolMethods:
     def streams(self, params: Any) -> bool:
         """Whether MCP-lite ``tools/call`` params name a tool that streams by nature."""
         name = params.get("name") if isinstance(params, dict) else None
-        if not isinstance(name, str):
-            return False
-        try:
-            return self.dispatcher.tool(name).kind is _STREAM
-        except ToolNotFound:
-            return False
+        tool = self.dispatcher.served.get(name) if isinstance(name, str) else None
+        return tool is not None and tool.kind is _STREAM
 
     def _header_params_of(self, tool: Tool) -> tuple[tuple[str, str], ...]:
         found = header_params(tool.input_schema)

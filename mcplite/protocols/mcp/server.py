@@ -208,6 +208,8 @@ class McpServer:
         modern: bool,
         sent_version: str | None,
     ) -> McpReply:
+        """The one path: the JSON-RPC checks, 2026's ``_meta`` and header checks,
+        the context filled in, the method's handler, the reply (see :meth:`handle`)."""
         profile = MCP_2026 if modern else MCP_2025
         if isinstance(message, list):
             error = InvalidRequest("Invalid request: batches are not supported by MCP")
