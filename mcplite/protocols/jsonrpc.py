@@ -9,7 +9,6 @@ A batch (a JSON array) gets an array of the replies to its non-notifications.
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 from collections.abc import Coroutine, Mapping
 from typing import Any, NamedTuple
@@ -23,8 +22,6 @@ from .requests import LITE, NO_ID, Profile, Request
 from .shapes import JsonRpcResponse
 
 __all__ = ["NO_ID", "JsonRpc", "Reply", "StreamReply", "check_request", "decode", "encode"]
-
-log = logging.getLogger("mcplite")
 
 
 class Reply(NamedTuple):
@@ -125,7 +122,7 @@ class JsonRpc:
 
     The table defaults to MCP-lite's (:func:`mcplite.protocols.methods.mcplite_methods`).
     Every request, whichever way it is to be answered, passes the same checks
-    (:func:`check_request`) and is answered by the same path (:meth:`answer`),
+    (:func:`check_request`) and takes the same path to its method's handler,
     alone or as a member of a batch.
     """
 
