@@ -15,7 +15,6 @@ a call, each in one place:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import difflib
 import logging
@@ -33,6 +32,7 @@ from .config import Config
 from .context import IN_PROCESS, RequestContext, binding_of
 from .envelope import Result
 from .errors import InvalidArguments, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
+from .listeners import Listeners
 from .observe import QUIET, AccessLog, Metrics
 from .outcomes import Answer, Failure, Promised
 from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
@@ -115,7 +115,7 @@ class Dispatcher:
         self.streams = 0  # streams open (started, tool not done)
         #: Counts the changes to the tool list (add_tool, remove_tool): caches of it check it.
         self.version = 0
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners = Listeners()
         #: The tools of the registry this dispatcher follows (see _registry_changed).
         self._from_registry: dict[str, Tool] = {}
         if isinstance(tools, Tools):
@@ -178,13 +178,7 @@ class Dispatcher:
     def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener()`` after every tool added or removed; returns the
         function that stops it."""
-        self._listeners.append(listener)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return remove
+        return self._listeners.add(listener)
 
     def _changed(self) -> None:
         # New lists, never edited in place: a binding that cached the old one
@@ -192,11 +186,7 @@ class Dispatcher:
         self._definitions = [t.definition() for t in self._tools.values()]
         self._names = list(self._tools)
         self.version += 1
-        for listener in list(self._listeners):
-            try:
-                listener()
-            except Exception:
-                log.exception("a tool list listener failed")
+        self._listeners.notify()
 
     # -- discovery ----------------------------------------------------------
 
