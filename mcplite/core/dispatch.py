@@ -29,6 +29,7 @@ from typing import Any
 
 from .authorize import AllowAll, Gate, Policy
 from .config import Config
+from .content import text as text_block
 from .context import IN_PROCESS, RequestContext, binding_of
 from .envelope import Result
 from .errors import InvalidArguments, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
@@ -531,7 +532,7 @@ class Dispatcher:
         started, t0 = time.time(), time.perf_counter()
         cancelled = await self.cancel(promise, context)
         text = "cancelled" if cancelled else "already finished"
-        answer = Answer([{"type": "text", "text": text}], {"cancelled": cancelled})
+        answer = Answer([text_block(text)], {"cancelled": cancelled})
         return Result(answer, started, (time.perf_counter() - t0) * 1000)
 
     # -- lifecycle ----------------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
 import math
 import time
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from ...core.dispatch import Dispatcher, start_task
 from ...core.envelope import Result
 from ...core.errors import ExpiredToken, InvalidParams, InvalidToken, MCPLiteError, UnknownPromise
 from ...core.outcomes import Elicitation, Failure, InputRequired, Promised
+from ...core.wire import iso_timestamp
 from ..requests import Request
 from .protocol import TASKS_EXTENSION, MissingCapability, extensions_of
 from .render import call_result
@@ -374,8 +374,8 @@ def task_result(task: Task, status: TaskStatus, result_type: str, ttl: float) ->
         "resultType": result_type,
         "taskId": task.task_id,
         "status": str(status),
-        "createdAt": _iso(task.created_at),
-        "lastUpdatedAt": _iso(task.updated_at),
+        "createdAt": iso_timestamp(task.created_at),
+        "lastUpdatedAt": iso_timestamp(task.updated_at),
         "ttlMs": int(ttl * 1000) if math.isfinite(ttl) else None,
         "pollIntervalMs": POLL_INTERVAL_MS,
     }
@@ -435,8 +435,3 @@ class TaskMethods:
         except TOKEN_ERRORS as exc:
             raise InvalidParams(f"Unknown task: {exc.message}", {"taskId": task_id}) from None
         return task
-
-
-def _iso(epoch: float) -> str:
-    moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
