@@ -25,8 +25,6 @@ from ...core.context import Caller, RequestContext
 from ...core.dispatch import ToolStream
 from ...core.errors import (
     Forbidden,
-    InternalError,
-    InvalidRequest,
     MCPLiteError,
     Overloaded,
     ParseError,
@@ -40,8 +38,9 @@ from ...core.runner import EAGER_TASKS, abandon, start_task
 from ...protocols.jsonrpc import JsonRpc, Reply, decode, encode
 from ...protocols.mcp.server import McpReply
 from . import sse
-from .accel.cycle import ServerConnection
 from .cors import CorsPolicy
+from .framing import Connection, fast_response, header_fields, unread
+from .statuses import JSON, REASONS, error_body, retry_after
 
 if TYPE_CHECKING:
     from .server import HttpServer
@@ -52,8 +51,6 @@ log = logging.getLogger("mcplite")
 
 _LIST, _CALL, _MCP, _PROMPTS, _WELL_KNOWN = 1, 2, 3, 4, 5
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
-_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
-_JSON = [(b"content-type", b"application/json")]
 #: The status logged for a request whose client left before any answer (nginx's
 #: "client closed request"; see HttpConnection._log_cut_off).
 _CLIENT_CLOSED = 499
@@ -71,19 +68,6 @@ _LINGER_SECONDS = 2.0
 # At most this many connections refused for being too many linger at once
 # (beyond: closed at once), so that a flood of them holds few sockets.
 _LINGERING_REFUSALS = 64
-
-
-def _error_body(status: int, message: str) -> bytes:
-    if status == 503 or status == 429:
-        code = Overloaded.jsonrpc_code
-    elif status == 401:
-        code = Unauthenticated.jsonrpc_code
-    elif status >= 500:
-        code = InternalError.jsonrpc_code
-    else:
-        code = InvalidRequest.jsonrpc_code
-    error = {"code": code, "message": message, "data": {"http_status": status}}
-    return encode({"jsonrpc": "2.0", "id": None, "error": error})
 
 
 class HttpConnection(asyncio.Protocol):
@@ -114,7 +98,7 @@ class HttpConnection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         # See _on_request for how the head limit is applied.
-        self.conn = ServerConnection(
+        self.conn = Connection(
             h11.SERVER, max_incomplete_event_size=max(0, config.max_header_size - 1)
         )
         self.task: asyncio.Task[None] | None = None
@@ -162,8 +146,8 @@ class HttpConnection(asyncio.Protocol):
             message = "Too many connections" if not server.draining else "Server is shutting down"
             if server.metrics.on:
                 server.metrics.refuse("http", "shutting_down" if server.draining else "overloaded")
-            body = _error_body(503, message)
-            retry_name, retry_value = _retry_after(self.config.retry_after)
+            body = error_body(503, message)
+            retry_name, retry_value = retry_after(self.config.retry_after)
             transport.write(
                 b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
                 b"%s: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
@@ -329,9 +313,9 @@ class HttpConnection(asyncio.Protocol):
             return  # a request finished synchronously inside the loop below
         self._advancing = True
         conn = self.conn
-        # h11's receive buffer (private): what a Request event took out of it is
-        # the exact size of its head as sent (see _on_request).
-        buffer = conn._receive_buffer
+        # What a Request event took out of h11's buffer is the exact size of its
+        # head as sent (see _on_request).
+        buffer = unread(conn)
         try:
             while self.task is None and not self.closed:
                 if self._paused_writing:
@@ -375,7 +359,7 @@ class HttpConnection(asyncio.Protocol):
     def _on_request(self, request: h11.Request, head_size: int) -> None:
         self._t0 = time.perf_counter()
         self._request = request
-        self._headers = headers = _headers(request.headers)
+        self._headers = headers = header_fields(request)
         self._chunks = []
         self._size = 0
         self._rejection = None
@@ -645,7 +629,7 @@ class HttpConnection(asyncio.Protocol):
         if self.conn.our_state is h11.SEND_RESPONSE:
             self.status = 503
             body = self.server.rpc.refusal(self._body, ShuttingDown())
-            self._send(503, _JSON, body)  # draining: with Connection: close
+            self._send(503, JSON, body)  # draining: with Connection: close
             self._log()
             self._request = None
         task.cancel()
@@ -658,22 +642,22 @@ class HttpConnection(asyncio.Protocol):
     def _answer_list(self, body: bytes) -> None:
         server = self.server
         if self._route == _WELL_KNOWN:
-            self._send(200, _JSON, server.resource_metadata(self._request_path(), self._headers))
+            self._send(200, JSON, server.resource_metadata(self._request_path(), self._headers))
             return
         if body.strip():
             try:
                 decode(body)
             except ParseError as exc:
                 self.status = 400
-                self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
+                self._send(400, JSON, JsonRpc.error_bytes(None, exc))
                 return
         if self._route == _PROMPTS:
-            self._send(200, _JSON, server.prompts_body)
+            self._send(200, JSON, server.prompts_body)
         elif server.auth is None:
-            self._send(200, _JSON, server.tools_body)  # the same for everyone: encoded once
+            self._send(200, JSON, server.tools_body)  # the same for everyone: encoded once
         else:  # each caller sees the tools it may call
             tools = server.dispatcher.tool_definitions(self._context())
-            self._send(200, _JSON, encode({"tools": tools}))
+            self._send(200, JSON, encode({"tools": tools}))
 
     async def _answer_call(self, body: bytes) -> None:
         accept = self._headers.get(b"accept", b"")
@@ -704,7 +688,7 @@ class HttpConnection(asyncio.Protocol):
             message = decode(body)
         except ParseError as exc:
             self.status = 400
-            self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
+            self._send(400, JSON, JsonRpc.error_bytes(None, exc))
             return
         mcp = self.server.mcp
         # The MCP checks read a few headers by name: decoded when read.
@@ -822,14 +806,14 @@ class HttpConnection(asyncio.Protocol):
         if reply.status == 401 or reply.status == 403:
             data = reply.body.get("error", {}).get("data") or {}
             challenge = self._challenge(reply.status, tuple(data.get("scopes", ())))
-            self._send(reply.status, [*_JSON, challenge], encode(reply.body))
+            self._send(reply.status, [*JSON, challenge], encode(reply.body))
             return
         try:
             body = encode(reply.body)
         except (TypeError, ValueError) as exc:  # a result JSON cannot hold (NaN, bytes)
             error = self.server.dispatcher.not_json("(result encoding)", exc)
             body = JsonRpc.error_bytes(reply.body.get("id"), error)
-        self._send(reply.status, _JSON, body)
+        self._send(reply.status, JSON, body)
 
     def _reply(self, reply: Reply) -> None:
         """Send a JSON-RPC reply: 202 when there is none, 503 + Retry-After when it
@@ -840,13 +824,13 @@ class HttpConnection(asyncio.Protocol):
             self._send(202, [], b"")
         elif isinstance(reply.error, Overloaded):
             self.status = 503
-            self._send(503, [*_JSON, _retry_after(reply.error.retry_after)], reply.body)
+            self._send(503, [*JSON, retry_after(reply.error.retry_after)], reply.body)
         elif isinstance(reply.error, Unauthenticated | Forbidden):
             self.status = status = 401 if isinstance(reply.error, Unauthenticated) else 403
             scopes = reply.error.scopes if isinstance(reply.error, Forbidden) else ()
-            self._send(status, [*_JSON, self._challenge(status, scopes)], reply.body)
+            self._send(status, [*JSON, self._challenge(status, scopes)], reply.body)
         else:
-            self._send(200, _JSON, reply.body)
+            self._send(200, JSON, reply.body)
 
     async def _answer_stream(self, body: bytes, *, json_too: bool = False) -> None:
         """A ``tools/call`` answered as SSE.  Anything that is not a single valid
@@ -936,24 +920,18 @@ class HttpConnection(asyncio.Protocol):
             headers = [*headers, *self._cors]
         conn = self.conn
         request = self._request
-        if (
-            not self.server.draining
-            and conn.our_state is h11.SEND_RESPONSE
-            and conn.their_http_version == b"1.1"
-            and conn._cstate.keep_alive
-            and request is not None
-            and request.method == b"POST"
-        ):
+        if not self.server.draining and request is not None and request.method == b"POST":
             # The common answer (a keep-alive HTTP/1.1 POST answered with a known
-            # length): the bytes h11 would write, without its event objects.
-            # h11's state machine still takes the response and its end, so
-            # framing, keep-alive and the next cycle stay h11's (see _send_fast).
-            self._write(_send_fast(conn, status, headers, body))
-            return
+            # length): with the speed paths on, the bytes h11 would write, without
+            # its event objects (see mcplite.bindings.http.accel.responses).
+            out = fast_response(conn, status, headers, body)
+            if out is not None:
+                self._write(out)
+                return
         headers = [*headers, (b"content-length", b"%d" % len(body))]
         if self.server.draining:
             headers.append((b"connection", b"close"))
-        out = conn.send(h11.Response(status_code=status, headers=headers, reason=_REASONS[status]))
+        out = conn.send(h11.Response(status_code=status, headers=headers, reason=REASONS[status]))
         if body and not head_only:
             out += conn.send(h11.Data(data=body))
         out += conn.send(h11.EndOfMessage())
@@ -965,13 +943,13 @@ class HttpConnection(asyncio.Protocol):
             return
         if self._request is None:
             self._cors = ()  # an error before a request's head: no origin to answer
-        headers = [*_JSON]
+        headers = [*JSON]
         if status == 405:
             headers.append((b"allow", b"GET, HEAD" if self._route == _WELL_KNOWN else b"POST"))
         elif status == 503:
-            headers.append(_retry_after(self.config.retry_after))
+            headers.append(retry_after(self.config.retry_after))
         elif status == 429:
-            headers.append(_retry_after(self._retry_after))
+            headers.append(retry_after(self._retry_after))
         elif self._auth_refused:
             headers.append(self._challenge(status, self._scopes))
         if close:
@@ -984,7 +962,7 @@ class HttpConnection(asyncio.Protocol):
         # (its Content-Length too) and no body.
         head_only = request is not None and request.method == b"HEAD"
         try:
-            self._send(status, headers, _error_body(status, message), head_only=head_only)
+            self._send(status, headers, error_body(status, message), head_only=head_only)
         except h11.LocalProtocolError:
             self.abort()
 
@@ -1011,38 +989,6 @@ class HttpConnection(asyncio.Protocol):
     def _request_path(self) -> str:
         request = self._request
         return request.target.split(b"?", 1)[0].decode("latin-1") if request else "/"
-
-
-#: What h11's state machine is told of a response _send_fast writes: its framing
-#: (a Content-Length) and that it keeps the connection alive.  The status and the
-#: real length are in the bytes; h11 reads neither for a POST's response.
-_FRAMED = h11.Response(status_code=200, headers=[(b"content-length", b"0")])
-_END = h11.EndOfMessage()
-_STATUS_LINES = {
-    status: b"HTTP/1.1 %d %s\r\n" % (status, reason) for status, reason in _REASONS.items()
-}
-
-
-def _send_fast(
-    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-) -> bytes:
-    """A response's bytes, exactly as ``conn.send`` would write them for a keep-alive
-    HTTP/1.1 POST (status line, the headers in order, Content-Length last, the
-    body), with h11's state advanced through the response and its end.
-
-    What this bypasses, and why: h11 builds and validates a ``Response`` event, then
-    a cleaned copy of it, then a ``Data`` and an ``EndOfMessage`` event, and writes
-    each through its writer: about a fifth of a request's CPU.  Our headers are
-    constant, valid and lowercase, so the bytes are known; what h11 must still see
-    (that the response went out, its framing, its end) it sees through
-    ``Connection._process_event`` (private; h11 is pinned below 0.17 for it).
-    Anything else (HEAD, HTTP/1.0, a closing connection, draining) goes through
-    ``conn.send``.  tests/test_http.py checks both give the same bytes.
-    """
-    conn._process_event(h11.SERVER, _FRAMED)
-    conn._process_event(h11.SERVER, _END)
-    head = _STATUS_LINES[status] + b"".join([b"%s: %s\r\n" % header for header in headers])
-    return head + b"content-length: %d\r\n\r\n" % len(body) + body
 
 
 def _new_turn(server: HttpServer) -> None:
@@ -1117,10 +1063,6 @@ def _host_checked(server: HttpServer, headers: Mapping[bytes, bytes]) -> bool:
     return known
 
 
-def _retry_after(seconds: float) -> tuple[bytes, bytes]:
-    return (b"retry-after", b"%d" % max(1, round(seconds)))
-
-
 #: Header names as asked for (``str``) to the keys h11 gives (lowercase bytes).
 _HEADER_KEYS: dict[str, bytes] = {}
 
@@ -1151,10 +1093,3 @@ class _HeaderView(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._raw)
-
-
-def _headers(raw: h11._headers.Headers) -> dict[bytes, bytes]:
-    # h11 lowercases names; a repeated header keeps its last value.  Read from
-    # h11's own list (private; h11 is pinned below 0.17): iterating the Headers
-    # sequence builds a tuple per header through the Sequence ABC, ~0.25 µs each.
-    return {name: value for _, name, value in raw._full_items}
