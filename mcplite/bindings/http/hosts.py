@@ -4,7 +4,7 @@ server on loopback through a name that resolves there.
 A route that asks for it (the MCP endpoint) is answered only when ``Host``,
 and ``Origin`` when sent, name this server: one of the allowed names
 (``Config.mcp_allowed_hosts``; for a server bound to loopback, by default,
-``localhost``, ``127.0.0.1`` and ``[::1]`` on any port).  An ``Origin`` that
+``mcplite.core.config.LOOPBACK_NAMES`` on any port).  An ``Origin`` that
 CORS allows passes too: the Host check is what stops a rebinding.
 """
 
@@ -15,10 +15,7 @@ from urllib.parse import urlsplit
 
 from .cors import CorsPolicy
 
-__all__ = ["LOOPBACK_NAMES", "AllowedHosts", "host_allowed"]
-
-#: Who may name a loopback-bound server in Host or Origin (any port).
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+__all__ = ["AllowedHosts", "host_allowed"]
 #: Host values whose check is kept (see AllowedHosts.admits).
 _HOSTS_KEPT = 64
 

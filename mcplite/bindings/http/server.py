@@ -38,7 +38,7 @@ import contextlib
 import socket
 import ssl
 
-from ...core.config import Config
+from ...core.config import LOOPBACK_NAMES, Config, is_loopback
 from ...core.dispatch import Dispatcher
 from ...core.prompts import Prompts
 from ...core.resources import Resources
@@ -49,14 +49,13 @@ from .admission import Admission
 from .connection import HttpConnection
 from .cors import CorsPolicy
 from .endpoints import JsonRpcCalls, PromptsList, ResourceMetadata, ToolsList
-from .hosts import LOOPBACK_NAMES, AllowedHosts
+from .hosts import AllowedHosts
 from .mcp_endpoint import McpEndpoint
 from .protected import ProtectedResource
 from .routes import Route, Routes
 
 __all__ = ["HttpServer"]
 
-_LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "localhost"})
 _POST = (b"POST",)
 #: What a CORS preflight to the MCP path is told: its GET and DELETE are answered
 #: 405, which a browser shows the page only if the preflight let it ask.
@@ -214,7 +213,7 @@ class HttpServer:
             )
         if self.hosts.allowed is None and self.config.mcp_allowed_hosts is None:
             bound = self._server.sockets[0].getsockname()[0]
-            if bound in _LOOPBACK_ADDRESSES or bound.startswith("127."):
+            if is_loopback(bound):
                 self.hosts.allowed = LOOPBACK_NAMES
         if self.protected is not None:
             self.protected.scheme = "https" if tls is not None else "http"
