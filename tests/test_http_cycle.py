@@ -23,13 +23,23 @@ from typing import Any
 
 import h11
 import pytest
-from h11._readers import maybe_read_from_IDLE_client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcplite.bindings.http import accel
+
+if not accel.on():
+    pytest.skip(
+        "compares the HTTP speed paths with h11's own code; they are off in this run "
+        "(MCPLITE_ACCEL=0, or an h11 version their gate does not list)",
+        allow_module_level=True,
+    )
+
+from h11._readers import maybe_read_from_IDLE_client
+
 from mcplite.bindings.http.accel.cycle import ServerConnection
 from mcplite.bindings.http.accel.heads import read_request
-from mcplite.bindings.http.connection import _send_fast
+from mcplite.bindings.http.accel.responses import send_fast
 
 
 class Reference(h11.Connection):
@@ -174,7 +184,7 @@ RESPONSES: dict[str, Any] = {
 op = st.one_of(
     st.sampled_from(["next", "next", "next", "next", "feed", "feed", "fast", "cycle", "eof"]),
     st.sampled_from(sorted(RESPONSES)).map(lambda name: "send:" + name),
-    # As _send_fast does: straight to the state machine, no header clean-up.
+    # As send_fast does: straight to the state machine, no header clean-up.
     st.sampled_from(sorted(RESPONSES)).map(lambda name: "raw:" + name),
     st.sampled_from(["send_failed", "fast-404"]),
 )
@@ -194,9 +204,9 @@ def step(conn: h11.Connection, action: str, pieces: list[bytes]) -> Any:
     if action == "send_failed":
         return _outcome(conn.send_failed)
     if action in ("fast", "fast-404"):
-        # What the server writes for a keep-alive POST (mcplite.bindings.http.connection).
+        # What the server writes for a keep-alive POST (mcplite.bindings.http.accel.responses).
         status = 404 if action == "fast-404" else 200
-        return _outcome(lambda: _send_fast(conn, status, [(b"content-type", b"x")], b"{}"))
+        return _outcome(lambda: send_fast(conn, status, [(b"content-type", b"x")], b"{}"))
     if action.startswith("raw:"):
         event = RESPONSES[action.removeprefix("raw:")]()
         return _outcome(lambda: conn._process_event(h11.SERVER, event))
@@ -293,7 +303,7 @@ def test_the_plain_cycle_takes_none_of_h11s_general_steps(monkeypatch: pytest.Mo
         assert type(conn.next_event()) is h11.Request
         assert conn.next_event() == h11.Data(data=b"hello")
         assert type(conn.next_event()) is h11.EndOfMessage
-        written = _send_fast(conn, 200, [(b"content-type", b"application/json")], b"{}")
+        written = send_fast(conn, 200, [(b"content-type", b"application/json")], b"{}")
         assert written.startswith(b"HTTP/1.1 200 OK\r\n")
         conn.start_next_cycle()
         assert conn.next_event() is h11.NEED_DATA

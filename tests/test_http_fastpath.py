@@ -5,7 +5,17 @@ from __future__ import annotations
 import h11
 import pytest
 
-from mcplite.bindings.http.connection import _REASONS, _send_fast
+from mcplite.bindings.http import accel
+
+if not accel.on():
+    pytest.skip(
+        "compares the HTTP speed paths with h11's own code; they are off in this run "
+        "(MCPLITE_ACCEL=0, or an h11 version their gate does not list)",
+        allow_module_level=True,
+    )
+
+from mcplite.bindings.http.accel.responses import fast_response, send_fast
+from mcplite.bindings.http.statuses import REASONS
 
 REQUEST = (
     b"POST /mcp-lite/v1/rpc HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -42,7 +52,7 @@ def test_the_fast_path_writes_h11s_bytes_and_state(
         h11.Response(
             status_code=status,
             headers=[*headers, (b"content-length", b"%d" % len(body))],
-            reason=_REASONS[status],
+            reason=REASONS[status],
         )
     )
     assert expected is not None
@@ -50,7 +60,7 @@ def test_the_fast_path_writes_h11s_bytes_and_state(
         expected += by_h11.send(h11.Data(data=body)) or b""
     expected += by_h11.send(h11.EndOfMessage()) or b""
 
-    assert _send_fast(fast, status, headers, body) == expected
+    assert send_fast(fast, status, headers, body) == expected
     assert (fast.our_state, fast.their_state) == (by_h11.our_state, by_h11.their_state)
     assert fast.our_state is h11.DONE
     # Both take the next request on the same connection the same way.
@@ -59,3 +69,25 @@ def test_the_fast_path_writes_h11s_bytes_and_state(
         conn.receive_data(REQUEST)
         event = conn.next_event()
         assert isinstance(event, h11.Request) and event.target == b"/mcp-lite/v1/rpc"
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        REQUEST.replace(b"HTTP/1.1", b"HTTP/1.0"),
+        REQUEST.replace(b"Host: 127.0.0.1\r\n", b"Host: 127.0.0.1\r\nConnection: close\r\n"),
+    ],
+)
+def test_an_answer_off_the_common_path_is_left_to_h11(request_bytes: bytes) -> None:
+    conn = _received(request_bytes)
+    assert fast_response(conn, 200, [], b"{}") is None
+    assert conn.our_state is h11.SEND_RESPONSE  # untouched: the caller sends events
+
+
+def test_the_common_answer_takes_the_fast_path() -> None:
+    conn = _received()
+    written = fast_response(conn, 200, [(b"content-type", b"application/json")], b"{}")
+    assert written is not None and written.endswith(b"content-length: 2\r\n\r\n{}")
+    assert conn.our_state is h11.DONE
+    # Once answered, nothing more.
+    assert fast_response(conn, 200, [], b"") is None

@@ -1,12 +1,18 @@
-"""One HTTP/1.1 connection: h11 events in, responses out.
+"""One HTTP/1.1 connection: the I/O boundary between a socket and the endpoints.
 
-:class:`HttpConnection` is the I/O boundary: bytes in, h11 events, one request
-at a time per connection (pipelined requests wait in h11's buffer and are
-answered in order).  A connection whose client does not read what we sent
-takes no further request until it does (backpressure), so its memory stays
-bounded however many requests it pipelines.  An error answered before the
-request was read to its end closes the connection *lingering*
-(:meth:`HttpConnection._linger`).
+:class:`HttpConnection` takes bytes, feeds h11 and takes its events: one
+request at a time per connection (pipelined requests wait in h11's buffer and
+are answered in order).  Each request's head is checked as it arrives (limits
+here; route, method, media type, host and caller by
+:mod:`mcplite.bindings.http.admission`); once its body is in, the
+:class:`~mcplite.bindings.http.messages.Request` goes to its route's handler,
+and the response it gives (whole, or an SSE event stream) is written back.
+
+What is the connection's own: deadlines (one server-wide ticker), backpressure
+(a connection whose client does not read what we sent takes no further request
+until it does, so its memory stays bounded however many requests it
+pipelines), and the *lingering* close after an error answered before the
+request was read to its end (:meth:`HttpConnection._linger`).
 """
 
 from __future__ import annotations
@@ -14,34 +20,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
 
 import h11
 
-from ...core.context import Caller, RequestContext
-from ...core.dispatch import ToolStream
-from ...core.errors import (
-    Forbidden,
-    InternalError,
-    InvalidRequest,
-    MCPLiteError,
-    Overloaded,
-    ParseError,
-    RateLimited,
-    ShuttingDown,
-    Unauthenticated,
-)
+from ...core.errors import ShuttingDown
 from ...core.observe import CLIENT_GONE
-from ...core.outcomes import Partial, ProgressUpdate
-from ...core.runner import EAGER_TASKS, abandon, start_task
-from ...protocols.jsonrpc import JsonRpc, Reply, decode, encode
-from ...protocols.mcp.server import McpReply
-from . import sse
-from .accel.cycle import ServerConnection
-from .cors import CorsPolicy
+from ...core.runner import EAGER_TASKS, start_task
+from .admission import Refusal, Verification
+from .framing import Connection, fast_response, header_fields, unread
+from .messages import EventStream, Request, Response, StreamingResponse
+from .routes import Route
+from .statuses import JSON, REASONS, error_body, retry_after
 
 if TYPE_CHECKING:
     from .server import HttpServer
@@ -50,17 +42,10 @@ __all__ = ["HttpConnection"]
 
 log = logging.getLogger("mcplite")
 
-_LIST, _CALL, _MCP, _PROMPTS, _WELL_KNOWN = 1, 2, 3, 4, 5
 _NO_DEADLINE, _IDLE, _RECEIVING = 0, 1, 2
-_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
-_JSON = [(b"content-type", b"application/json")]
 #: The status logged for a request whose client left before any answer (nginx's
 #: "client closed request"; see HttpConnection._log_cut_off).
 _CLIENT_CLOSED = 499
-#: The methods a CORS preflight is told a path takes (MCP's GET and DELETE are
-#: answered 405, which a browser shows the page only if the preflight let it ask).
-_CORS_METHODS = {_MCP: b"GET, POST, DELETE", _WELL_KNOWN: b"GET, HEAD"}
-_HEARTBEAT = sse.frame("heartbeat", "{}")
 # Unsent output above which a connection takes no further request (and reads
 # no more) until the client has read some: the bound of its memory.
 _HIGH_WATER = 64 * 1024
@@ -71,28 +56,17 @@ _LINGER_SECONDS = 2.0
 # At most this many connections refused for being too many linger at once
 # (beyond: closed at once), so that a flood of them holds few sockets.
 _LINGERING_REFUSALS = 64
-
-
-def _error_body(status: int, message: str) -> bytes:
-    if status == 503 or status == 429:
-        code = Overloaded.jsonrpc_code
-    elif status == 401:
-        code = Unauthenticated.jsonrpc_code
-    elif status >= 500:
-        code = InternalError.jsonrpc_code
-    else:
-        code = InvalidRequest.jsonrpc_code
-    error = {"code": code, "message": message, "data": {"http_status": status}}
-    return encode({"jsonrpc": "2.0", "id": None, "error": error})
+#: What a handler gives: a response, or None when it answered itself (a refusal).
+Answering = Awaitable[Response | StreamingResponse | None]
 
 
 class HttpConnection(asyncio.Protocol):
     """One client connection, driven by callbacks.
 
     ``data_received`` feeds h11 and takes events until a request is complete,
-    then hands it to a handler task; while that task runs, further bytes wait
-    in h11's buffer (reading pauses), so pipelined requests are answered in
-    order.
+    then hands it to its route's handler: at once for one that answers at once
+    (the lists), else in a task; while that task runs, further bytes wait in
+    h11's buffer (reading pauses), so pipelined requests are answered in order.
 
     On Python 3.12+ the first request of a loop turn starts its task eagerly:
     a tool that answers without suspending is answered before
@@ -114,28 +88,22 @@ class HttpConnection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         # See _on_request for how the head limit is applied.
-        self.conn = ServerConnection(
+        self.conn = Connection(
             h11.SERVER, max_incomplete_event_size=max(0, config.max_header_size - 1)
         )
         self.task: asyncio.Task[None] | None = None
         self.closed = False  # no more requests or output: closing, or lingering
-        # The request being received.
-        self._request: h11.Request | None = None
-        self._headers: dict[bytes, bytes] = {}
-        self._route = 0
+        self._peer: tuple[str, int] | None = None
+        # The request being received or answered, and its route.
+        self._request: Request | None = None
+        self._route: Route | None = None
         self._chunks: list[bytes] = []
         self._size = 0
-        self._rejection: tuple[int, str] | None = None  # answer this once the body is read
-        # Authentication (auth on only): the caller, or how to verify it later.
-        self._caller: Caller | None = None
-        self._verify_later: Callable[[], Awaitable[Caller]] | None = None
-        self._retry_after = 0.0  # of a 429
-        self._scopes: tuple[str, ...] = ()  # a 403's needed scopes
-        self._auth_refused = False  # the rejection is auth's (401, 403): say WWW-Authenticate
+        self._refusal: Refusal | None = None  # answer this once the body is read
+        self._verification: Verification | None = None  # a caller to verify first (auth)
         self._body = b""  # the body of the call in flight (to answer it at shutdown)
         self._t0 = 0.0
         self.status = 0
-        self.tool: str | None = None
         # Deadlines, checked by the server's ticker.
         self._deadline = 0.0
         self._deadline_kind = _NO_DEADLINE
@@ -144,7 +112,7 @@ class HttpConnection(asyncio.Protocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._advancing = False
         self._streaming = False
-        self._stream: ToolStream | None = None  # the MCP-lite stream being answered
+        self._events: EventStream | None = None  # the event stream being answered
         self._gone = False  # the client went away (FIN under a stream, or a reset)
         # CORS headers of every answer to the request (CORS on, an allowed origin).
         self._cors: tuple[tuple[bytes, bytes], ...] = ()
@@ -162,8 +130,8 @@ class HttpConnection(asyncio.Protocol):
             message = "Too many connections" if not server.draining else "Server is shutting down"
             if server.metrics.on:
                 server.metrics.refuse("http", "shutting_down" if server.draining else "overloaded")
-            body = _error_body(503, message)
-            retry_name, retry_value = _retry_after(self.config.retry_after)
+            body = error_body(503, message)
+            retry_name, retry_value = retry_after(self.config.retry_after)
             transport.write(
                 b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
                 b"%s: %s\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
@@ -180,10 +148,6 @@ class HttpConnection(asyncio.Protocol):
         self._peer = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
         self._expect(_IDLE, self.config.keepalive_timeout)
         server.watch()
-
-    def _context(self) -> RequestContext:
-        """The request context the core gets for the request being answered."""
-        return RequestContext("http", self._peer, _HeaderView(self._headers), self._caller)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:  # lingering after an early error: read and drop
@@ -329,9 +293,9 @@ class HttpConnection(asyncio.Protocol):
             return  # a request finished synchronously inside the loop below
         self._advancing = True
         conn = self.conn
-        # h11's receive buffer (private): what a Request event took out of it is
-        # the exact size of its head as sent (see _on_request).
-        buffer = conn._receive_buffer
+        # What a Request event took out of h11's buffer is the exact size of its
+        # head as sent (see _on_request).
+        buffer = unread(conn)
         try:
             while self.task is None and not self.closed:
                 if self._paused_writing:
@@ -372,17 +336,18 @@ class HttpConnection(asyncio.Protocol):
     def _head_too_large(self) -> str:
         return f"Request header fields too large (max {self.config.max_header_size} bytes)"
 
-    def _on_request(self, request: h11.Request, head_size: int) -> None:
+    def _on_request(self, event: h11.Request, head_size: int) -> None:
         self._t0 = time.perf_counter()
-        self._request = request
-        self._headers = headers = _headers(request.headers)
+        headers = header_fields(event)
+        request = self._request = Request(event.method, event.target, headers, b"", self._peer)
         self._chunks = []
         self._size = 0
-        self._rejection = None
-        self.status, self.tool = 200, None
-        path = request.target.split(b"?", 1)[0]
-        route = self._route = self.server.routes.get(path, 0)
-        cors = self.server.cors
+        self._refusal = None
+        self._verification = None
+        self.status = 200
+        server = self.server
+        route = self._route = server.routes.match(request.path)
+        cors = server.cors
         if cors is not None:
             self._cors = cors.response_headers(headers.get(b"origin"))
         # The head limit: max_header_size bounds the request head as sent, from
@@ -407,134 +372,57 @@ class HttpConnection(asyncio.Protocol):
         if length is not None and int(length) > limit:
             self._fail(413, f"Request body too large (max {limit} bytes)")
             return
-        if route == 0:
-            self._rejection = (404, f"Not found: {path.decode('latin-1')}")
-        elif route == _MCP and not _host_checked(self.server, headers):
-            # DNS rebinding: a page elsewhere must not reach a server on loopback.
-            self._rejection = (403, "Forbidden: Host or Origin not allowed")
-        elif self._cors and request.method == b"OPTIONS" and self._preflight(route, headers):
-            pass  # a CORS preflight from an allowed origin: 204 once it is read (_on_end)
-        elif route == _WELL_KNOWN:
-            if request.method not in (b"GET", b"HEAD"):
-                self._rejection = (405, "Method not allowed: use GET")
-        elif request.method != b"POST":
-            self._rejection = (405, "Method not allowed: use POST")
-        elif length not in (None, b"0") or b"transfer-encoding" in headers:
-            ctype = headers.get(b"content-type", b"").lower()
-            if ctype.split(b";", 1)[0].strip() != b"application/json":
-                self._rejection = (
-                    415,
-                    "Unsupported media type: send Content-Type: application/json",
-                )
-            elif ctype.find(b"charset") >= 0 and ctype.find(b"utf-8") < 0:
-                self._rejection = (415, "Unsupported charset: the body must be UTF-8")
-        self._caller = None
-        self._auth_refused = False
-        auth = self.server.auth
-        if auth is not None and self._rejection is None and route != _WELL_KNOWN:
-            self._authenticate(route, headers)
+        admitted = server.admission.admit(request, route, self._cors)
+        if admitted is not None:
+            if isinstance(admitted, Verification):
+                self._verification = admitted
+            else:
+                self._refusal = admitted
+                if admitted.status == 204:  # a CORS preflight: its own CORS headers
+                    self._cors = admitted.headers
         if self.conn.they_are_waiting_for_100_continue:
-            if self._rejection is not None and self._rejection[0] != 204:
+            refusal = self._refusal
+            if refusal is not None and refusal.status != 204:
                 # The client holds the body back for our word: refuse now, and close.
-                status, message = self._rejection
-                self._fail(status, message)
+                self._fail(refusal.status, refusal.message, refusal.headers)
                 return
             self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-
-    def _preflight(self, route: int, headers: dict[bytes, bytes]) -> bool:
-        """A CORS preflight from an allowed origin: answered ``204`` with its
-        headers (no authentication: browsers send no credentials with one)."""
-        cors = self.server.cors
-        assert cors is not None
-        answer = cors.preflight(headers, _CORS_METHODS.get(route, b"POST"))
-        if answer is None:
-            return False  # not a preflight: an OPTIONS request, answered 405
-        self._cors = answer
-        self._rejection = (204, "")
-        return True
-
-    def _authenticate(self, route: int, headers: dict[bytes, bytes]) -> None:
-        """Who is calling (auth on): a refusal is answered once the body is read
-        (and dropped unread); see :mod:`mcplite.auth`."""
-        auth = self.server.auth
-        assert auth is not None
-        value = headers.get(b"authorization")
-        try:
-            found = auth.authenticate(None if value is None else value.decode("latin-1"))
-            if found is None:
-                # Anonymous: discovery only, and only when it is open.  The JSON-RPC
-                # routes carry both, so their methods are checked one by one.
-                if not auth.open_discovery:
-                    raise Unauthenticated()
-            elif isinstance(found, Caller):
-                self._caller = found
-            else:
-                self._verify_later = found  # a verifier must fetch keys: in the task
-                return
-            auth.limit(self._caller, self._peer)
-        except MCPLiteError as exc:
-            self._refuse(exc)
-
-    def _refuse(self, exc: MCPLiteError) -> None:
-        self._auth_refused = not isinstance(exc, RateLimited)
-        if isinstance(exc, RateLimited):
-            self._retry_after = exc.retry_after
-            self._rejection = (429, exc.message)
-        elif isinstance(exc, Forbidden):
-            self._scopes = exc.scopes
-            self._rejection = (403, exc.message)
-        else:
-            self._rejection = (401, exc.message)
-
-    async def _answer_verified(self, body: bytes) -> None:
-        """Verify the caller first (a key fetch), then answer as usual."""
-        verify, self._verify_later = self._verify_later, None
-        assert verify is not None and self.server.auth is not None
-        try:
-            self._caller = await verify()
-            self.server.auth.limit(self._caller, self._peer)
-        except MCPLiteError as exc:
-            self._refuse(exc)
-            status, message = self._rejection or (401, exc.message)
-            self.status = status
-            self._send_error(status, message, close=False)
-            return
-        if self._route == _LIST or self._route == _PROMPTS:
-            self._answer_list(body)
-        elif self._route == _MCP:
-            await self._answer_mcp(body)
-        else:
-            await self._answer_call(body)
 
     def _on_data(self, data: bytes) -> None:
         self._size += len(data)
         if self._size > self.config.max_body_size:
             self._fail(413, f"Request body too large (max {self.config.max_body_size} bytes)")
-        elif self._rejection is None:
+        elif self._refusal is None:
             self._chunks.append(data)
 
     def _on_end(self) -> None:
         self._deadline_kind = _NO_DEADLINE  # the request is in; the call may take its time
-        if self._rejection is not None:
-            status, message = self._rejection
-            self.status = status
+        refusal = self._refusal
+        if refusal is not None:
+            self.status = status = refusal.status
             if status == 204:
                 self._answer_preflight()
             else:
-                self._send_error(status, message, close=False)
+                self._send_error(status, refusal.message, close=False, extra=refusal.headers)
             self._finish()
             return
         chunks = self._chunks
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._chunks = []
-        if self._verify_later is not None:
-            answering = self._answer_verified(body)
-        elif self._route == _LIST or self._route == _PROMPTS or self._route == _WELL_KNOWN:
-            self._answer_list(body)
+        request = self._request
+        route = self._route
+        assert request is not None and route is not None  # admitted: it has a route
+        request.body = body
+        answering: Answering
+        if self._verification is not None:
+            answering = self._answer_verified(request, route)
+        elif route.answer is not None:  # answered at once: no task
+            self._respond(route.answer(request))
             self._finish()
             return
         else:
-            answering = (self._answer_mcp if self._route == _MCP else self._answer_call)(body)
+            assert route.handle is not None
+            answering = route.handle(request)
         # Eager only for the first request of a loop turn (see the class docstring).
         server = self.server
         if server.started_this_turn or not EAGER_TASKS:
@@ -547,11 +435,31 @@ class HttpConnection(asyncio.Protocol):
             self.task = task
             self._body = body
 
-    async def _handle(self, answering: Coroutine[Any, Any, None]) -> None:
+    async def _answer_verified(
+        self, request: Request, route: Route
+    ) -> Response | StreamingResponse | None:
+        """Verify the caller first (a key fetch), then answer as usual."""
+        verification, self._verification = self._verification, None
+        assert verification is not None
+        refusal = await self.server.admission.verify(request, verification)
+        if refusal is not None:
+            self.status = refusal.status
+            self._send_error(refusal.status, refusal.message, close=False, extra=refusal.headers)
+            return None
+        if route.answer is not None:
+            return route.answer(request)
+        assert route.handle is not None
+        return await route.handle(request)
+
+    async def _handle(self, answering: Answering) -> None:
         """Answer, then end the cycle, in the request's task (no done callback)."""
         try:
             try:
-                await answering
+                answer = await answering
+                if isinstance(answer, Response):
+                    self._respond(answer)
+                elif answer is not None:
+                    await self._stream_out(answer)
             finally:
                 self.task = None
                 self._body = b""
@@ -573,7 +481,8 @@ class HttpConnection(asyncio.Protocol):
 
     def _log(self, outcome: str | None = None) -> None:
         request = self._request
-        binding = "mcp" if self._route == _MCP else "http"
+        route = self._route
+        binding = route.binding if route is not None else "http"
         metrics = self.server.metrics
         if request is not None and metrics.on:
             draining = self.status == 503 and self.server.draining
@@ -582,8 +491,8 @@ class HttpConnection(asyncio.Protocol):
             self.server.access_log.write(
                 binding,
                 request.method.decode("latin-1"),
-                request.target.split(b"?", 1)[0].decode("latin-1"),
-                self.tool,
+                request.path_text(),
+                request.tool,
                 self.status,
                 (time.perf_counter() - self._t0) * 1000,
                 self._peer,
@@ -622,10 +531,10 @@ class HttpConnection(asyncio.Protocol):
         else:
             self.abort()
 
-    def _fail(self, status: int, message: str) -> None:
+    def _fail(self, status: int, message: str, extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         """Answer an error (when still possible), then close without losing it."""
         if self._request is not None or status != 408 or self.conn.our_state is h11.IDLE:
-            self._send_error(status, message, close=True)
+            self._send_error(status, message, close=True, extra=extra)
         if self._request is not None:
             self.status = status
             self._log()
@@ -634,18 +543,18 @@ class HttpConnection(asyncio.Protocol):
 
     def cut_short(self) -> None:
         """The grace period is over: answer a call still running ``503`` now, and
-        stop it.  An MCP-lite stream, whose head is out, ends with an ``error``
-        event (see :meth:`_answer_stream`)."""
+        stop it.  An event stream, whose head is out, is told to end (an MCP-lite
+        stream with an ``error`` event; see ToolEvents)."""
         task = self.task
-        if self._stream is not None:
-            self._stream.interrupt(ShuttingDown())
+        if self._events is not None:
+            self._events.interrupt(ShuttingDown())
             return
         if task is None or task.done() or self._streaming or self.closed:
             return
         if self.conn.our_state is h11.SEND_RESPONSE:
             self.status = 503
             body = self.server.rpc.refusal(self._body, ShuttingDown())
-            self._send(503, _JSON, body)  # draining: with Connection: close
+            self._send(503, JSON, body)  # draining: with Connection: close
             self._log()
             self._request = None
         task.cancel()
@@ -653,260 +562,31 @@ class HttpConnection(asyncio.Protocol):
         # never runs _handle (whose CancelledError branch closes too).
         self.abort()
 
-    # -- answering ----------------------------------------------------------
+    # -- writing ------------------------------------------------------------
 
-    def _answer_list(self, body: bytes) -> None:
-        server = self.server
-        if self._route == _WELL_KNOWN:
-            self._send(200, _JSON, server.resource_metadata(self._request_path(), self._headers))
-            return
-        if body.strip():
-            try:
-                decode(body)
-            except ParseError as exc:
-                self.status = 400
-                self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
-                return
-        if self._route == _PROMPTS:
-            self._send(200, _JSON, server.prompts_body)
-        elif server.auth is None:
-            self._send(200, _JSON, server.tools_body)  # the same for everyone: encoded once
-        else:  # each caller sees the tools it may call
-            tools = server.dispatcher.tool_definitions(self._context())
-            self._send(200, _JSON, encode({"tools": tools}))
+    def _respond(self, response: Response) -> None:
+        self.status = response.status
+        self._send(response.status, response.headers, response.body)
 
-    async def _answer_call(self, body: bytes) -> None:
-        accept = self._headers.get(b"accept", b"")
-        if accept.find(b"text/event-stream") >= 0:  # (find: see _answer_mcp)
-            # A client that takes JSON too (every MCP client) gets JSON, unless
-            # the tool streams by nature.
-            await self._answer_stream(body, json_too=accept.find(b"application/json") >= 0)
-            return
-        self._reply(await self.server.rpc.handle(body, self._context()))
-
-    async def _answer_mcp(self, body: bytes) -> None:
-        """The MCP endpoint: JSON, or SSE once the call says something before its
-        result (progress, log messages); see :mod:`mcplite.protocols.mcp.server`."""
-        accept = self._headers.get(b"accept", b"*/*")
-        # bytes.find, not "in": on bytes, "in" first tries its operand as an int
-        # and builds (then drops) a TypeError, nearly twice the cost.
-        sse_ok = accept.find(b"text/event-stream") >= 0
-        json_ok = (
-            accept.find(b"application/json") >= 0
-            or accept.find(b"*/*") >= 0
-            or accept.find(b"application/*") >= 0
-        )
-        if not (json_ok or sse_ok):
-            self.status = 406
-            self._send_error(406, "Not acceptable: accept application/json", close=False)
-            return
-        try:
-            message = decode(body)
-        except ParseError as exc:
-            self.status = 400
-            self._send(400, _JSON, JsonRpc.error_bytes(None, exc))
-            return
-        mcp = self.server.mcp
-        # The MCP checks read a few headers by name: decoded when read.
-        headers = _HeaderView(self._headers)
-        context = RequestContext("mcp", self._peer, headers, self._caller)
-        self.tool = _mcp_target(message)
-        if json_ok:  # the common call, answered as JSON, its checks in one pass
-            reply = await mcp.call_tool(message, context, headers)
-            if reply is not None:
-                self._mcp_reply(reply)
-                return
-        modern = mcp.is_modern(message, headers)
-        if not sse_ok and _method(message) == "subscriptions/listen":  # always a stream
-            self.status = 406
-            refusal = "Not acceptable: subscriptions/listen answers text/event-stream"
-            self._send_error(406, refusal, close=False)
-            return
-        if not (sse_ok and (mcp.may_notify(message, headers, modern) or not json_ok)) or (
-            self._caller is None
-            and self.server.auth is not None
-            and not self._admitted(context, message)
-        ):
-            # (An anonymous request that will be refused gets its 401 as JSON, not
-            # as an event on a 200 stream: the status and challenge must show.)
-            reply = await mcp.handle(message, context, headers, fresh=True, modern=modern)
-            self._mcp_reply(reply)
-            return
-        await self._answer_mcp_stream(message, context, headers, json_ok, modern)
-
-    async def _answer_mcp_stream(
-        self,
-        message: Any,
-        context: RequestContext,
-        headers: _HeaderView,
-        json_ok: bool,
-        modern: bool,
-    ) -> None:
-        """An MCP request that may say something before its result: JSON when it
-        says nothing first (and the client takes JSON), else an SSE stream."""
-        mcp = self.server.mcp
-        pending: list[dict[str, Any]] = []
-        wake = asyncio.Event()
-        open_ = True  # False once the response is over: a task's later news goes nowhere
-        loop = self.loop
-
-        def send(message: dict[str, Any]) -> None:
-            if open_:
-                pending.append(message)
-                wake.set()
-
-        def send_any_thread(message: dict[str, Any]) -> None:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:  # a sync tool, from its worker thread
-                loop.call_soon_threadsafe(send, message)
-            else:
-                send(message)
-
-        def notify(method: str, params: dict[str, Any]) -> None:
-            send_any_thread({"jsonrpc": "2.0", "method": method, "params": params})
-
-        call = self.loop.create_task(
-            mcp.handle(message, context, headers, notify, send=send, fresh=True, modern=modern)
-        )
-        try:
-            await asyncio.wait(
-                (call, self.loop.create_task(wake.wait())), return_when="FIRST_COMPLETED"
-            )
-            if call.done() and not pending and json_ok:
-                self._mcp_reply(call.result())  # it said nothing first: plain JSON
-                return
-            self._streaming = True
-            self._start_sse()
-            while True:
-                while pending:
-                    await self._write_event(sse.frame_json("message", pending.pop(0)))
-                if call.done():
-                    break
-                wake.clear()
-                waiter = self.loop.create_task(wake.wait())
-                try:
-                    done, _ = await asyncio.wait(
-                        (call, waiter), timeout=self.config.heartbeat, return_when="FIRST_COMPLETED"
-                    )
-                finally:
-                    waiter.cancel()
-                if not done:  # a silent tool, or a client still answering: keep the stream alive
-                    await self._write_event(b": ping\n\n")
-            reply = call.result()
-            if reply.body is not None:
-                await self._write_event(sse.frame_json("message", reply.body))
-            self._write(self.conn.send(h11.EndOfMessage()))
-        finally:
-            open_ = False
-            pending.clear()
-            self._streaming = False
-            wake.set()  # ends the first waiter if it is still there
-            abandon(call)  # the client left: stop the tool (and read how it ends)
-
-    def _admitted(self, context: RequestContext, message: Any) -> bool:
-        """Whether auth lets this anonymous request through."""
-        auth = self.server.auth
-        assert auth is not None
-        try:
-            auth.admit(context, str(_method(message)))
-        except Unauthenticated:
-            return False
-        return True
-
-    def _mcp_reply(self, reply: McpReply) -> None:
-        self.status = reply.status
-        if reply.body is None:
-            self._send(202, [], b"")
-            return
-        if reply.status == 401 or reply.status == 403:
-            data = reply.body.get("error", {}).get("data") or {}
-            challenge = self._challenge(reply.status, tuple(data.get("scopes", ())))
-            self._send(reply.status, [*_JSON, challenge], encode(reply.body))
-            return
-        try:
-            body = encode(reply.body)
-        except (TypeError, ValueError) as exc:  # a result JSON cannot hold (NaN, bytes)
-            error = self.server.dispatcher.not_json("(result encoding)", exc)
-            body = JsonRpc.error_bytes(reply.body.get("id"), error)
-        self._send(reply.status, _JSON, body)
-
-    def _reply(self, reply: Reply) -> None:
-        """Send a JSON-RPC reply: 202 when there is none, 503 + Retry-After when it
-        is an overload error (the one place an error class becomes a status)."""
-        self.tool = reply.tool
-        if reply.body is None:
-            self.status = 202
-            self._send(202, [], b"")
-        elif isinstance(reply.error, Overloaded):
-            self.status = 503
-            self._send(503, [*_JSON, _retry_after(reply.error.retry_after)], reply.body)
-        elif isinstance(reply.error, Unauthenticated | Forbidden):
-            self.status = status = 401 if isinstance(reply.error, Unauthenticated) else 403
-            scopes = reply.error.scopes if isinstance(reply.error, Forbidden) else ()
-            self._send(status, [*_JSON, self._challenge(status, scopes)], reply.body)
-        else:
-            self._send(200, _JSON, reply.body)
-
-    async def _answer_stream(self, body: bytes, *, json_too: bool = False) -> None:
-        """A ``tools/call`` answered as SSE.  Anything that is not a single valid
-        call with an id, and every error before the tool starts, is answered as
-        plain JSON-RPC, by the same checks and with the same errors."""
-        reply = await self.server.rpc.handle_stream(body, self._context(), json_too=json_too)
-        if isinstance(reply, Reply):
-            self._reply(reply)
-            return
-        self.tool = reply.tool
-        stream = self._stream = reply.stream
-        if self.server.streams_closing.is_set():  # started after the grace period ended
-            stream.interrupt(ShuttingDown())
+    async def _stream_out(self, response: StreamingResponse) -> None:
+        """An event stream: its head, each frame as it comes (not taking the next
+        until the client has read enough, see _write_event), then its end."""
+        events = self._events = response.events
         self._streaming = True
         try:
-            await self._pump(stream)
+            if self.server.streams_closing.is_set():  # started after the grace period ended
+                events.interrupt(ShuttingDown())
+            self.status = status = response.status
+            headers = [*response.headers, *self._cors] if self._cors else response.headers
+            head = h11.Response(status_code=status, headers=headers, reason=REASONS[status])
+            self._write(self.conn.send(head))
+            async for frame in events:
+                await self._write_event(frame)
+            self._write(self.conn.send(h11.EndOfMessage()))
         finally:
             self._streaming = False
-            self._stream = None
-            await stream.aclose(disconnected=self._gone)
-
-    async def _pump(self, stream: ToolStream) -> None:
-        """The stream's items as SSE events: ``message`` (a part), ``progress``,
-        ``heartbeat`` while the tool is silent, then ``done`` or ``error``."""
-        self._start_sse()
-        heartbeat = self.config.heartbeat
-        while True:
-            try:
-                item = await stream.next(heartbeat)
-            except StopAsyncIteration:
-                break
-            except MCPLiteError as exc:
-                await self._write_event(sse.frame_json("error", exc.to_jsonrpc()))
-                break
-            if item is None:
-                await self._write_event(_HEARTBEAT)
-                continue
-            if isinstance(item, ProgressUpdate):
-                await self._write_event(sse.frame_json("progress", item.to_json()))
-                continue
-            is_part = isinstance(item, Partial)
-            try:
-                if isinstance(item, Partial):
-                    frame = sse.frame_json("message", {"partial": item.value})
-                else:
-                    frame = sse.frame_json("done", item.to_json())
-            except (TypeError, ValueError) as exc:
-                what = "part" if is_part else "result"
-                error = self.server.dispatcher.not_json(stream.tool.name, exc, what)
-                frame = sse.frame_json("error", error.to_jsonrpc())
-                is_part = False
-            await self._write_event(frame)
-            if not is_part:
-                break
-        self._write(self.conn.send(h11.EndOfMessage()))
-
-    def _start_sse(self) -> None:
-        """The head of an SSE answer (with the CORS headers of the request)."""
-        headers = [*sse.HEADERS, *self._cors] if self._cors else sse.HEADERS
-        self._write(self.conn.send(h11.Response(status_code=200, headers=headers, reason=b"OK")))
+            self._events = None
+            await events.aclose(disconnected=self._gone)
 
     async def _write_event(self, frame: bytes) -> None:
         self._write(self.conn.send(h11.Data(data=frame)))
@@ -918,78 +598,64 @@ class HttpConnection(asyncio.Protocol):
             finally:
                 self._drain_waiter = None
 
-    # -- writing ------------------------------------------------------------
-
     def _write(self, data: bytes | None) -> None:
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
 
-    def _send(
-        self,
-        status: int,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-        *,
-        head_only: bool = False,
-    ) -> None:
+    def _send(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         if self._cors:
             headers = [*headers, *self._cors]
         conn = self.conn
         request = self._request
-        if (
-            not self.server.draining
-            and conn.our_state is h11.SEND_RESPONSE
-            and conn.their_http_version == b"1.1"
-            and conn._cstate.keep_alive
-            and request is not None
-            and request.method == b"POST"
-        ):
+        if not self.server.draining and request is not None and request.method == b"POST":
             # The common answer (a keep-alive HTTP/1.1 POST answered with a known
-            # length): the bytes h11 would write, without its event objects.
-            # h11's state machine still takes the response and its end, so
-            # framing, keep-alive and the next cycle stay h11's (see _send_fast).
-            self._write(_send_fast(conn, status, headers, body))
-            return
+            # length): with the speed paths on, the bytes h11 would write, without
+            # its event objects (see mcplite.bindings.http.accel.responses).
+            out = fast_response(conn, status, headers, body)
+            if out is not None:
+                self._write(out)
+                return
         headers = [*headers, (b"content-length", b"%d" % len(body))]
         if self.server.draining:
             headers.append((b"connection", b"close"))
-        out = conn.send(h11.Response(status_code=status, headers=headers, reason=_REASONS[status]))
-        if body and not head_only:
+        out = conn.send(h11.Response(status_code=status, headers=headers, reason=REASONS[status]))
+        # RFC 9110 section 9.3.2: a HEAD response has the headers a GET would get
+        # (its Content-Length too) and no body.
+        if body and (request is None or request.method != b"HEAD"):
             out += conn.send(h11.Data(data=body))
         out += conn.send(h11.EndOfMessage())
         self._write(out)
 
-    def _send_error(self, status: int, message: str, *, close: bool) -> None:
+    def _send_error(
+        self,
+        status: int,
+        message: str,
+        *,
+        close: bool,
+        extra: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> None:
+        """An HTTP-level error with its JSON-RPC error body (see statuses.error_body),
+        and ``extra`` headers (a refusal's own)."""
         conn = self.conn
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE) or self.closed:
             return
         if self._request is None:
             self._cors = ()  # an error before a request's head: no origin to answer
-        headers = [*_JSON]
-        if status == 405:
-            headers.append((b"allow", b"GET, HEAD" if self._route == _WELL_KNOWN else b"POST"))
-        elif status == 503:
-            headers.append(_retry_after(self.config.retry_after))
-        elif status == 429:
-            headers.append(_retry_after(self._retry_after))
-        elif self._auth_refused:
-            headers.append(self._challenge(status, self._scopes))
+        headers = [*JSON, *extra]
+        if status == 503:
+            headers.append(retry_after(self.config.retry_after))
         if close:
             # We answer before reading the whole request: the connection cannot be
             # reused.  (Otherwise the request is read to its end; an Upgrade or
             # CONNECT request is declined by this answer, and the connection goes on.)
             headers.append((b"connection", b"close"))
-        request = self._request
-        # RFC 9110 section 9.3.2: a HEAD response has the headers a GET would get
-        # (its Content-Length too) and no body.
-        head_only = request is not None and request.method == b"HEAD"
         try:
-            self._send(status, headers, _error_body(status, message), head_only=head_only)
+            self._send(status, headers, error_body(status, message))
         except h11.LocalProtocolError:
             self.abort()
 
     def _answer_preflight(self) -> None:
-        """``204`` with the CORS headers :meth:`_preflight` chose (no body, so no
+        """``204`` with the CORS headers admission chose (no body, so no
         Content-Length: RFC 9110 section 8.6)."""
         headers = list(self._cors)
         if self.server.draining:
@@ -999,162 +665,6 @@ class HttpConnection(asyncio.Protocol):
         out += conn.send(h11.EndOfMessage())
         self._write(out)
 
-    def _challenge(self, status: int, scopes: tuple[str, ...]) -> tuple[bytes, bytes]:
-        """``WWW-Authenticate`` of a 401 or 403: where the resource metadata is
-        (OAuth), and for a 403 the scopes the request needed."""
-        auth = self.server.auth
-        assert auth is not None
-        url = self.server.metadata_url(self._request_path(), self._headers)
-        error = Forbidden(scopes=scopes) if status == 403 else None
-        return (b"www-authenticate", auth.challenge(url, error).encode("latin-1"))
-
-    def _request_path(self) -> str:
-        request = self._request
-        return request.target.split(b"?", 1)[0].decode("latin-1") if request else "/"
-
-
-#: What h11's state machine is told of a response _send_fast writes: its framing
-#: (a Content-Length) and that it keeps the connection alive.  The status and the
-#: real length are in the bytes; h11 reads neither for a POST's response.
-_FRAMED = h11.Response(status_code=200, headers=[(b"content-length", b"0")])
-_END = h11.EndOfMessage()
-_STATUS_LINES = {
-    status: b"HTTP/1.1 %d %s\r\n" % (status, reason) for status, reason in _REASONS.items()
-}
-
-
-def _send_fast(
-    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-) -> bytes:
-    """A response's bytes, exactly as ``conn.send`` would write them for a keep-alive
-    HTTP/1.1 POST (status line, the headers in order, Content-Length last, the
-    body), with h11's state advanced through the response and its end.
-
-    What this bypasses, and why: h11 builds and validates a ``Response`` event, then
-    a cleaned copy of it, then a ``Data`` and an ``EndOfMessage`` event, and writes
-    each through its writer: about a fifth of a request's CPU.  Our headers are
-    constant, valid and lowercase, so the bytes are known; what h11 must still see
-    (that the response went out, its framing, its end) it sees through
-    ``Connection._process_event`` (private; h11 is pinned below 0.17 for it).
-    Anything else (HEAD, HTTP/1.0, a closing connection, draining) goes through
-    ``conn.send``.  tests/test_http.py checks both give the same bytes.
-    """
-    conn._process_event(h11.SERVER, _FRAMED)
-    conn._process_event(h11.SERVER, _END)
-    head = _STATUS_LINES[status] + b"".join([b"%s: %s\r\n" % header for header in headers])
-    return head + b"content-length: %d\r\n\r\n" % len(body) + body
-
 
 def _new_turn(server: HttpServer) -> None:
     server.started_this_turn = False
-
-
-def _mcp_target(message: Any) -> str | None:
-    """What an MCP request names, for the access log: the tool, or the method."""
-    if not isinstance(message, dict):
-        return None
-    params = message.get("params")
-    name = params.get("name") if isinstance(params, dict) else None
-    if isinstance(name, str):
-        return name
-    method = message.get("method")
-    return method if isinstance(method, str) else None
-
-
-def _method(message: Any) -> Any:
-    return message.get("method") if isinstance(message, dict) else None
-
-
-def _host_name(value: str) -> str:
-    """``name`` of ``name:port`` (``[v6]`` kept in brackets), lowercased."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[: value.find("]") + 1]
-    return value.split(":", 1)[0]
-
-
-def _host_allowed(
-    headers: Mapping[bytes, bytes], allowed: frozenset[str] | None, cors: CorsPolicy | None = None
-) -> bool:
-    """Whether Host, and Origin when sent, name this server (DNS rebinding); an
-    Origin CORS allows passes too (the Host check is what stops a rebinding)."""
-    if allowed is None:
-        return True
-    host = headers.get(b"host", b"").decode("latin-1").strip().lower()
-    if host not in allowed and _host_name(host) not in allowed:
-        return False
-    origin = headers.get(b"origin")
-    if origin is None:
-        return True
-    if cors is not None and cors.allows(origin):
-        return True
-    parts = urlsplit(origin.decode("latin-1").strip().lower())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
-    name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return name in allowed or parts.netloc in allowed
-
-
-#: Host values whose check each HTTP server keeps (see _host_checked).
-_HOSTS_KEPT = 64
-
-
-def _host_checked(server: HttpServer, headers: Mapping[bytes, bytes]) -> bool:
-    """:func:`_host_allowed` for ``server``, the answer for a Host sent without
-    Origin kept: clients send the same one or two, and checking one decodes and
-    splits it (a microsecond a request, 2% of an MCP call)."""
-    allowed = server.allowed_hosts
-    if allowed is None:
-        return True
-    if b"origin" in headers:
-        return _host_allowed(headers, allowed, server.cors)
-    key = (allowed, headers.get(b"host"))
-    known = server.host_checks.get(key)
-    if known is None:
-        known = _host_allowed(headers, allowed)
-        if len(server.host_checks) < _HOSTS_KEPT:
-            server.host_checks[key] = known
-    return known
-
-
-def _retry_after(seconds: float) -> tuple[bytes, bytes]:
-    return (b"retry-after", b"%d" % max(1, round(seconds)))
-
-
-#: Header names as asked for (``str``) to the keys h11 gives (lowercase bytes).
-_HEADER_KEYS: dict[str, bytes] = {}
-
-
-class _HeaderView(Mapping[str, str]):
-    """A request's headers as the core sees them (lowercase ``str`` names and
-    values), decoded only when asked for: most calls never look."""
-
-    __slots__ = ("_raw",)
-
-    def __init__(self, raw: dict[bytes, bytes]) -> None:
-        self._raw = raw
-
-    def __getitem__(self, name: str) -> str:
-        return self._raw[name.lower().encode("latin-1")].decode("latin-1")
-
-    def get(self, name: str, default: Any = None) -> Any:  # Mapping's, without a KeyError
-        key = _HEADER_KEYS.get(name)
-        if key is None:
-            key = name.lower().encode("latin-1")
-            if len(_HEADER_KEYS) < 64:  # the names code asks for: a few, asked every call
-                _HEADER_KEYS[name] = key
-        value = self._raw.get(key)
-        return default if value is None else value.decode("latin-1")
-
-    def __iter__(self) -> Iterator[str]:
-        return (name.decode("latin-1") for name in self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-
-def _headers(raw: h11._headers.Headers) -> dict[bytes, bytes]:
-    # h11 lowercases names; a repeated header keeps its last value.  Read from
-    # h11's own list (private; h11 is pinned below 0.17): iterating the Headers
-    # sequence builds a tuple per header through the Sequence ABC, ~0.25 µs each.
-    return {name: value for _, name, value in raw._full_items}

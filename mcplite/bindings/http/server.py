@@ -1,11 +1,15 @@
 """The HTTP/1.1 binding: our own asyncio server around h11.
 
-Endpoints under the base path (default ``/mcp-lite/v1``), POST only:
+Endpoints under the base path (default ``/mcp-lite/v1``), POST only
+(:mod:`mcplite.bindings.http.endpoints`):
 
 - ``/listtools`` and its alias ``/tools``: ``{"tools": [...]}`` (spec 4.2.1, A.1);
 - ``/calltools`` and its alias ``/rpc``: JSON-RPC 2.0 (spec 4.2.2, A.2), or an
   SSE stream when the request says ``Accept: text/event-stream`` (spec 4.3, A.4);
-- ``/prompts``, when the server has prompts: ``{"prompts": [...]}`` (spec 8.1).
+- ``/prompts``, when the server has prompts: ``{"prompts": [...]}`` (spec 8.1);
+
+and MCP at ``/mcp`` (:mod:`mcplite.bindings.http.mcp_endpoint`).  The routes are
+a table (:mod:`mcplite.bindings.http.routes`): 404, 405 and ``Allow`` follow from it.
 
 With ``cors_allow_origins``, pages of those origins may call every endpoint from
 a browser: preflights are answered and answers carry the CORS headers
@@ -13,7 +17,8 @@ a browser: preflights are answered and answers carry the CORS headers
 
 With OAuth on, ``GET /.well-known/oauth-protected-resource`` (and the same
 followed by the MCP path or the base path, RFC 9728 section 3.1) serves the
-Protected Resource Metadata that 401 answers point to.
+Protected Resource Metadata that 401 answers point to
+(:mod:`mcplite.bindings.http.protected`).
 
 HTTP-level errors (400, 404, 405, 408, 413, 415, 431, 501, 503) carry a JSON-RPC
 error object with ``id: null`` so that a JSON-RPC client can read every answer
@@ -32,23 +37,29 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import Mapping
 
-from ...core.config import Config
+from ...core.config import LOOPBACK_NAMES, Config, is_loopback
 from ...core.dispatch import Dispatcher
 from ...core.prompts import Prompts
 from ...core.resources import Resources
-from ...protocols.jsonrpc import JsonRpc, encode
+from ...protocols.jsonrpc import JsonRpc
 from ...protocols.mcp.server import McpServer
 from ...protocols.methods import mcplite_methods
-from .connection import _CALL, _LIST, _MCP, _PROMPTS, _WELL_KNOWN, HttpConnection
+from .admission import Admission
+from .connection import HttpConnection
 from .cors import CorsPolicy
+from .endpoints import JsonRpcCalls, PromptsList, ResourceMetadata, ToolsList
+from .hosts import AllowedHosts
+from .mcp_endpoint import McpEndpoint
+from .protected import ProtectedResource
+from .routes import Route, Routes
 
 __all__ = ["HttpServer"]
 
-_LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "localhost"})
-#: Who may name a loopback-bound server in Host or Origin (any port).
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+_POST = (b"POST",)
+#: What a CORS preflight to the MCP path is told: its GET and DELETE are answered
+#: 405, which a browser shows the page only if the preflight let it ask.
+_MCP_PREFLIGHT = (b"GET", b"POST", b"DELETE")
 
 # After the grace period, how long calls told to stop get before the rest is cancelled.
 _LAST_WORD = 0.5
@@ -71,39 +82,29 @@ class HttpServer:
             dispatcher, mcplite_methods(dispatcher, prompts=prompts, resources=resources)
         )
         self.prompts = prompts
-        base = config.base_path.encode()
-        self.routes = {
-            base + b"/listtools": _LIST,
-            base + b"/tools": _LIST,
-            base + b"/calltools": _CALL,
-            base + b"/rpc": _CALL,
-        }
-        if prompts is not None:
-            self.routes[base + b"/prompts"] = _PROMPTS
-        self.mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
-        if config.mcp_path is not None:
-            self.routes[config.mcp_path.encode()] = _MCP
-        self.auth = dispatcher.auth
+        self.auth = auth = dispatcher.auth
         self.metrics = dispatcher.metrics
         self.access_log = dispatcher.access_log
         self.ssl: ssl.SSLContext | None = None
-        if self.auth is not None and self.auth.resource_metadata is not None:
-            well_known = self.auth.metadata_path
-            for suffix in ("", config.base_path, config.mcp_path):
-                if suffix is not None:
-                    self.routes[(well_known + suffix).encode()] = _WELL_KNOWN
-        #: Host checks made, by (allowed_hosts, Host value): see connection._host_checked.
-        self.host_checks: dict[tuple[frozenset[str], bytes | None], bool] = {}
-        #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.
-        self.allowed_hosts: frozenset[str] | None = (
-            frozenset(h.lower() for h in config.mcp_allowed_hosts)
-            if config.mcp_allowed_hosts is not None
-            else None
-        )
+        #: What 401s point to, and the OAuth metadata (auth on only).
+        self.protected = ProtectedResource(auth, config, dispatcher) if auth is not None else None
         #: CORS for browsers on other origins (None: off); see mcplite.bindings.http.cors.
         self.cors = CorsPolicy(config.cors_allow_origins) if config.cors_allow_origins else None
-        self._tools_body = encode({"tools": dispatcher.tool_definitions()})
-        self._tools_version = dispatcher.version
+        #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.
+        self.hosts = AllowedHosts(
+            frozenset(h.lower() for h in config.mcp_allowed_hosts)
+            if config.mcp_allowed_hosts is not None
+            else None,
+            self.cors,
+        )
+        self.admission = Admission(self.hosts, cors=self.cors, auth=auth, protected=self.protected)
+        self._mcp = McpEndpoint(
+            McpServer(dispatcher, prompts=prompts, resources=resources),
+            dispatcher,
+            config,
+            protected=self.protected,
+        )
+        self.routes = Routes(self._route_table(prompts))
         self.connections: set[HttpConnection] = set()
         # Connections refused with 503 (too many), lingering until their client
         # has read it (see _LINGERING_REFUSALS).
@@ -121,62 +122,52 @@ class HttpServer:
             1.0, max(0.02, min(config.request_timeout, config.keepalive_timeout) / 4)
         )
 
-    @property
-    def tools_body(self) -> bytes:
-        """The MCP-lite tools list, encoded once per version of the dispatcher's list."""
-        dispatcher = self.dispatcher
-        version = dispatcher.version
-        if self._tools_version != version:
-            self._tools_body = encode({"tools": dispatcher.tool_definitions()})
-            self._tools_version = version
-        return self._tools_body
+    def _route_table(self, prompts: Prompts | None) -> list[Route]:
+        config = self.config
+        base = config.base_path.encode()
+        tools = ToolsList(self.dispatcher).answer
+        calls = JsonRpcCalls(self.rpc, self.dispatcher, config, protected=self.protected).handle
+        table = [
+            Route(base + b"/listtools", _POST, answer=tools),
+            Route(base + b"/tools", _POST, answer=tools),
+            Route(base + b"/calltools", _POST, handle=calls),
+            Route(base + b"/rpc", _POST, handle=calls),
+        ]
+        if prompts is not None:
+            table.append(Route(base + b"/prompts", _POST, answer=PromptsList(prompts).answer))
+        if config.mcp_path is not None:
+            table.append(
+                Route(
+                    config.mcp_path.encode(),
+                    _POST,
+                    handle=self._mcp.handle,
+                    binding="mcp",
+                    check_host=True,
+                    preflight_methods=_MCP_PREFLIGHT,
+                )
+            )
+        if self.protected is not None:
+            metadata = ResourceMetadata(self.protected).answer
+            for path in self.protected.metadata_paths():
+                table.append(
+                    Route(
+                        path.encode(),
+                        (b"GET", b"HEAD"),
+                        answer=metadata,
+                        public=True,
+                        json_body=False,
+                    )
+                )
+        return table
 
     @property
-    def prompts_body(self) -> bytes:
-        """``POST {base}/prompts``: ``{"prompts": [...]}`` (spec 8.1: name, description,
-        arguments; MCP's ``Prompt`` objects)."""
-        definitions = self.prompts.definitions() if self.prompts is not None else []
-        return encode({"prompts": definitions})
+    def mcp(self) -> McpServer:
+        """The MCP methods ``/mcp`` answers with (replaceable)."""
+        return self._mcp.mcp
 
-    def _resource(self, path: str) -> str:
-        """The path of the protected resource a request path belongs to."""
-        mcp_path = self.config.mcp_path
-        auth = self.auth
-        assert auth is not None
-        if path.startswith(auth.metadata_path):
-            return path[len(auth.metadata_path) :]
-        if mcp_path is not None and path == mcp_path:
-            return mcp_path
-        if path.startswith(self.config.base_path + "/"):
-            return self.config.base_path
-        return ""
-
-    def _origin(self, headers: Mapping[bytes, bytes]) -> str:
-        auth = self.auth
-        if auth is not None and auth.public_url is not None:
-            return auth.public_url
-        host = headers.get(b"host", b"").decode("latin-1") or f"127.0.0.1:{self.port}"
-        return ("https://" if self.ssl is not None else "http://") + host
-
-    def metadata_url(self, path: str, headers: Mapping[bytes, bytes]) -> str | None:
-        """Where the Protected Resource Metadata of the resource at ``path`` is
-        (None without OAuth): what a 401 names in ``resource_metadata``."""
-        auth = self.auth
-        if auth is None or auth.resource_metadata is None:
-            return None
-        return self._origin(headers) + auth.metadata_path + self._resource(path)
-
-    def resource_metadata(self, path: str, headers: Mapping[bytes, bytes]) -> bytes:
-        """RFC 9728 metadata of the resource whose well-known URL is ``path``."""
-        auth = self.auth
-        assert auth is not None and auth.resource_metadata is not None
-        scopes = sorted({scope for tool in self.dispatcher.tools() for scope in tool.scopes})
-        document = {
-            "resource": self._origin(headers) + self._resource(path),
-            **auth.resource_metadata,
-            "scopes_supported": scopes,
-        }
-        return encode(document)
+    @mcp.setter
+    def mcp(self, mcp: McpServer) -> None:
+        self._mcp.mcp = mcp
 
     def watch(self) -> None:
         """Make sure the deadline ticker runs while there are connections."""
@@ -220,10 +211,13 @@ class HttpServer:
                 reuse_port=reuse_port or None,
                 ssl=tls,
             )
-        if self.allowed_hosts is None and self.config.mcp_allowed_hosts is None:
+        if self.hosts.allowed is None and self.config.mcp_allowed_hosts is None:
             bound = self._server.sockets[0].getsockname()[0]
-            if bound in _LOOPBACK_ADDRESSES or bound.startswith("127."):
-                self.allowed_hosts = _LOOPBACK_NAMES
+            if is_loopback(bound):
+                self.hosts.allowed = LOOPBACK_NAMES
+        if self.protected is not None:
+            self.protected.scheme = "https" if tls is not None else "http"
+            self.protected.default_host = f"127.0.0.1:{self.port}"
         return self._server
 
     def connection_count(self) -> int:

@@ -1,4 +1,4 @@
-"""h11's server connection, its common request/response cycle in fewer steps.
+"""h11's server connection, its common request/response cycle in one step per event.
 
 h11 moves every event of a cycle through the same general code: it copies the
 state dict, asks the state table, re-runs the state-triggered transitions to a
@@ -8,29 +8,40 @@ then compares old and new states to pick the next reader and writer.  For the
 cycle almost every request takes (an HTTP/1.1 request without ``Upgrade``,
 ``Expect``, ``Transfer-Encoding`` or ``Connection: close``, with at most one
 ``Content-Length``; a response framed by ``Content-Length``; keep-alive), the
-outcome of all that is known: :class:`ServerConnection` sets exactly the state,
-reader and writer h11 would set, in one step per event.
+outcome of all that is known.
+
+That outcome is a table, :data:`PLAIN_CYCLE`, as h11 keeps its own legality in
+one (``h11._state.EVENT_TRIGGERED_TRANSITIONS``): for a role, an event type and
+that role's state, the peer states it needs, the next states, and what else h11
+would set (reader, writer, flags).  Its rows are h11's own moves, restricted to
+peer states under which no state-triggered transition can follow (h11's
+``STATE_TRIGGERED_TRANSITIONS`` names none of those joint states) while the
+connection keeps alive and no protocol switch is proposed.
+:class:`ServerConnection` takes an event that has a row in one step; any other
+event, state or header (``CONNECT``, an upgrade, ``Expect: 100-continue``,
+chunked bodies, HTTP/1.0, ``Connection: close``, a response to ``HEAD``, 204,
+304, an early response, a peer that closed, an error) goes through h11's own
+code, untouched.
 
 Nothing else changes.  h11's readers still parse every byte (with the faster
-head reader of :mod:`mcplite.bindings.http.accel.heads`), its writers still frame every byte
-sent through ``send``, and any event, state or header outside that cycle
-(``CONNECT``, an upgrade, ``Expect: 100-continue``, chunked bodies, HTTP/1.0,
-``Connection: close``, a response to ``HEAD``, 204, 304, an early response, a
-peer that closed, an error) goes through h11's own code, untouched.
-``tests/test_http_cycle.py`` drives this class and h11's own side by side with
-generated requests, responses and byte splits, and compares every event, error,
-byte written and piece of state after each step.
+head reader of :mod:`mcplite.bindings.http.accel.heads`), and its writers still
+frame every byte sent through ``send``.  ``tests/test_http_cycle.py`` drives
+this class and h11's own side by side with generated requests, responses and
+byte splits, and compares every event, error, byte written and piece of state
+after each step.
 
-h11 internals used (h11 is pinned below 0.17): ``Connection._process_event``,
-``_cstate`` (``states``, ``keep_alive``, ``pending_switch_proposals``),
-``_reader``, ``_writer``, ``_request_method``, ``_receive_buffer``,
-``_receive_buffer_closed``, ``_max_incomplete_event_size``,
+h11 internals used (only on the versions :mod:`mcplite.bindings.http.accel`
+lists): ``Connection._process_event``, ``_cstate`` (``states``, ``keep_alive``,
+``pending_switch_proposals``), ``_reader``, ``_writer``, ``_request_method``,
+``_receive_buffer``, ``_receive_buffer_closed``, ``_max_incomplete_event_size``,
 ``_get_io_object``, ``_process_error``, ``Headers._full_items`` and the reader
 and writer tables (``h11._readers.READERS``, ``h11._writers.WRITERS``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sized
+from dataclasses import dataclass
 from typing import Any
 
 import h11
@@ -41,7 +52,7 @@ from h11._writers import WRITERS
 
 from .heads import read_request
 
-__all__ = ["ServerConnection"]
+__all__ = ["PLAIN_CYCLE", "ServerConnection", "Step", "unread"]
 
 _ContentLengthReader: Any = READERS[SEND_BODY]["content-length"]  # type: ignore[index]
 _ContentLengthWriter: Any = WRITERS[SEND_BODY]["content-length"]  # type: ignore[index]
@@ -76,10 +87,100 @@ def _plain_length(headers: Any, special: frozenset[bytes]) -> int | None:
     return length
 
 
+# -- what a row sets besides the states (False: the event is not plain; nothing set)
+
+
+def _body_data(conn: ServerConnection, event: Any) -> bool:
+    conn.client_is_waiting_for_100_continue = False
+    return True
+
+
+def _body_end(conn: ServerConnection, event: Any) -> bool:
+    conn.client_is_waiting_for_100_continue = False
+    conn._reader = _DONE_READER
+    return True
+
+
+def _request(conn: ServerConnection, event: Any) -> bool:
+    if event.http_version != b"1.1" or event.method == b"CONNECT":
+        return False
+    length = _plain_length(event.headers, _REQUEST_SPECIAL)
+    if length is None:
+        return False
+    conn._request_method = event.method
+    conn.their_http_version = event.http_version
+    conn._writer = _RESPONSE_WRITER
+    conn._reader = _ContentLengthReader(max(length, 0))
+    return True
+
+
+def _response(conn: ServerConnection, event: Any) -> bool:
+    if (
+        event.http_version != b"1.1"
+        or event.status_code == 204
+        or event.status_code == 304
+        or conn._request_method == b"HEAD"
+        or conn._request_method == b"CONNECT"
+    ):
+        return False
+    length = _plain_length(event.headers, _RESPONSE_SPECIAL)
+    if length is None or length < 0:
+        return False
+    conn._cstate.pending_switch_proposals = set()  # h11 starts a new one
+    conn.client_is_waiting_for_100_continue = False
+    conn._writer = _ContentLengthWriter(length)
+    return True
+
+
+def _response_data(conn: ServerConnection, event: Any) -> bool:
+    return True
+
+
+def _response_end(conn: ServerConnection, event: Any) -> bool:
+    conn._writer = None
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One row of :data:`PLAIN_CYCLE`."""
+
+    #: The other role, and the states of it under which the row holds (None: any).
+    peer: Any
+    peers: frozenset[Any] | None
+    #: The role's state after the event, and the peer's (None: unchanged).
+    next: Any
+    peer_next: Any
+    #: Sets the rest (reader, writer, flags); False when the event itself is not
+    #: plain (a version, method, status or header h11 must judge), having set nothing.
+    apply: Callable[[ServerConnection, Any], bool]
+
+
+#: The plain cycle, by (role, event type, that role's state).  Every row also
+#: needs keep-alive on and no protocol switch proposed.  Peer states left out
+#: are those h11 would move on from (CLOSED, ERROR, MUST_CLOSE: see
+#: ``h11._state.STATE_TRIGGERED_TRANSITIONS``).
+PLAIN_CYCLE: dict[tuple[Any, type[Event], Any], Step] = {
+    (CLIENT, h11.Request, IDLE): Step(
+        SERVER, frozenset([IDLE]), SEND_BODY, SEND_RESPONSE, _request
+    ),
+    (CLIENT, h11.Data, SEND_BODY): Step(SERVER, None, SEND_BODY, None, _body_data),
+    (CLIENT, h11.EndOfMessage, SEND_BODY): Step(
+        SERVER, frozenset([SEND_RESPONSE, SEND_BODY, DONE]), DONE, None, _body_end
+    ),
+    (SERVER, h11.Response, SEND_RESPONSE): Step(CLIENT, None, SEND_BODY, None, _response),
+    (SERVER, h11.Data, SEND_BODY): Step(CLIENT, None, SEND_BODY, None, _response_data),
+    (SERVER, h11.EndOfMessage, SEND_BODY): Step(
+        CLIENT, frozenset([SEND_BODY, DONE]), DONE, None, _response_end
+    ),
+}
+
+
 class ServerConnection(h11.Connection):
     """An ``h11.Connection`` for the server side that reads request heads with
-    :func:`mcplite.bindings.http.accel.heads.read_request` and takes the plain cycle's events
-    in one step each (see the module docstring).  Only the server role."""
+    :func:`mcplite.bindings.http.accel.heads.read_request` and takes the plain
+    cycle's events in one step each (see the module docstring).  Only the
+    server role: raises ValueError for another."""
 
     def __init__(self, our_role: Any, **options: Any) -> None:
         if our_role is not h11.SERVER:
@@ -113,75 +214,23 @@ class ServerConnection(h11.Connection):
 
     def _process_event(self, role: Any, event: Any) -> None:
         cstate = self._cstate
-        states = cstate.states
-        kind = type(event)
-        # Every case below needs keep-alive on and no protocol switch proposed
-        # (h11 holds its states at a fixed point between events, so then no
-        # state-triggered transition can follow the event-triggered one).
         if cstate.keep_alive and not cstate.pending_switch_proposals:
-            if role is CLIENT:
-                client = states[CLIENT]
-                if kind is h11.Data:
-                    if client is SEND_BODY:
-                        self.client_is_waiting_for_100_continue = False
-                        return
-                elif kind is h11.EndOfMessage:
-                    server = states[SERVER]
-                    # (DONE, CLOSED) and (DONE, ERROR) would move on: not here.
-                    if client is SEND_BODY and (
-                        server is SEND_RESPONSE or server is SEND_BODY or server is DONE
-                    ):
-                        states[CLIENT] = DONE
-                        self.client_is_waiting_for_100_continue = False
-                        self._reader = _DONE_READER
-                        return
-                elif (
-                    kind is h11.Request
-                    and client is IDLE
-                    and states[SERVER] is IDLE
-                    and event.http_version == b"1.1"
-                    and event.method != b"CONNECT"
-                ):
-                    length = _plain_length(event.headers, _REQUEST_SPECIAL)
-                    if length is not None:
-                        states[CLIENT] = SEND_BODY
-                        states[SERVER] = SEND_RESPONSE
-                        self._request_method = event.method
-                        self.their_http_version = event.http_version
-                        self._writer = _RESPONSE_WRITER
-                        self._reader = _ContentLengthReader(max(length, 0))
-                        return
-            elif role is SERVER:
-                server = states[SERVER]
-                if kind is h11.Data:
-                    if server is SEND_BODY:
-                        return
-                elif kind is h11.EndOfMessage:
-                    client = states[CLIENT]
-                    # (CLOSED, DONE) and (ERROR, DONE) would move on: not here.
-                    if server is SEND_BODY and (client is SEND_BODY or client is DONE):
-                        states[SERVER] = DONE
-                        self._writer = None
-                        return
-                elif (
-                    kind is h11.Response
-                    and server is SEND_RESPONSE
-                    and event.http_version == b"1.1"
-                    and event.status_code != 204
-                    and event.status_code != 304
-                    and self._request_method != b"HEAD"
-                    and self._request_method != b"CONNECT"
-                ):
-                    length = _plain_length(event.headers, _RESPONSE_SPECIAL)
-                    if length is not None and length >= 0:
-                        cstate.pending_switch_proposals = set()  # h11 starts a new one
-                        states[SERVER] = SEND_BODY
-                        self.client_is_waiting_for_100_continue = False
-                        self._writer = _ContentLengthWriter(length)
-                        return
+            states = cstate.states
+            step = PLAIN_CYCLE.get((role, type(event), states[role]))
+            if (
+                step is not None
+                and (step.peers is None or states[step.peer] in step.peers)
+                and step.apply(self, event)
+            ):
+                states[role] = step.next
+                if step.peer_next is not None:
+                    states[step.peer] = step.peer_next
+                return
         super()._process_event(role, event)
 
     def start_next_cycle(self) -> None:
+        """h11's ``start_next_cycle``; from (DONE, DONE) on a kept-alive
+        connection, back to (IDLE, IDLE) in one step."""
         cstate = self._cstate
         states = cstate.states
         if (
@@ -197,3 +246,10 @@ class ServerConnection(h11.Connection):
             self._reader = read_request
             return
         super().start_next_cycle()
+
+
+def unread(conn: h11.Connection) -> Sized:
+    """What ``conn`` has received and not read yet, as a live ``Sized`` (h11's
+    receive buffer itself: its length costs nothing)."""
+    buffer: Sized = conn._receive_buffer
+    return buffer

@@ -1,0 +1,86 @@
+"""HTTP/1.1 framing through h11: its public API, or the speed paths when the gate is on.
+
+What the connection needs of h11 beyond ``receive_data``, ``next_event`` and
+``send`` comes from here, in one of two versions chosen once at import:
+
+- the plain path, h11's public API only: ``h11.Connection``, the headers
+  read from the public ``Headers`` sequence, every response sent as events,
+  and the head limit measured with ``trailing_data``;
+- the speed paths of :mod:`mcplite.bindings.http.accel`, on h11's internals,
+  when its gate is on (the h11 versions it was tested with, and not
+  ``MCPLITE_ACCEL=0``).  Off, no module of that package but its
+  ``__init__`` is imported.
+
+Both give the same events and write the same bytes (the HTTP tests run both ways).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sized
+
+import h11
+
+from . import accel
+
+__all__ = ["Connection", "fast_response", "header_fields", "unread"]
+
+
+class _Unread:
+    """The size of what h11 has received and not read, for the head limit (see
+    HttpConnection._advance).  h11's public count is ``trailing_data``, a copy of
+    its buffer, so it is taken only around the event that reads a request head:
+    while the client is idle, and once just after (any other time: 0).  A
+    client that pipelines then costs two copies of what it sent ahead a request."""
+
+    __slots__ = ("_around_head", "_conn")
+
+    def __init__(self, conn: h11.Connection) -> None:
+        self._conn = conn
+        self._around_head = False
+
+    def __len__(self) -> int:
+        conn = self._conn
+        if conn.their_state is h11.IDLE:
+            self._around_head = True
+        elif self._around_head:
+            self._around_head = False
+        else:
+            return 0
+        return len(conn.trailing_data[0])
+
+
+def _plain_unread(conn: h11.Connection) -> Sized:
+    return _Unread(conn)
+
+
+def _plain_header_fields(request: h11.Request) -> dict[bytes, bytes]:
+    # h11 lowercases names; a repeated header keeps its last value.
+    return {name: value for name, value in request.headers}
+
+
+def _no_shortcut(
+    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+) -> bytes | None:
+    return None
+
+
+#: The server side's h11 connection class (called as ``Connection(h11.SERVER, **options)``).
+Connection: type[h11.Connection] = h11.Connection
+#: ``unread(conn)``: a live ``Sized`` whose length is what ``conn`` has not read yet
+#: (asked before and after the event that reads a request head).
+unread: Callable[[h11.Connection], Sized] = _plain_unread
+#: ``header_fields(request)``: its headers by lowercase name, the last of a repeated one.
+header_fields: Callable[[h11.Request], dict[bytes, bytes]] = _plain_header_fields
+#: ``fast_response(conn, status, headers, body)``: the bytes of a keep-alive POST's
+#: answer with h11 moved through it, or None (then send it as events).
+fast_response: Callable[[h11.Connection, int, list[tuple[bytes, bytes]], bytes], bytes | None] = (
+    _no_shortcut
+)
+
+if accel.on():
+    from .accel import cycle, heads, responses
+
+    Connection = cycle.ServerConnection
+    unread = cycle.unread
+    header_fields = heads.header_fields
+    fast_response = responses.fast_response
