@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from ...core.authorize import Gate
 from ...core.context import Caller
 from ...core.errors import Forbidden, MCPLiteError, RateLimited, Unauthenticated
+from ...protocols.status import refusal_status
 from .cors import CorsPolicy
 from .hosts import AllowedHosts
 from .messages import Request
@@ -153,8 +154,9 @@ class Admission:
     def refused(self, request: Request, exc: MCPLiteError) -> Refusal:
         """The answer to a caller authentication refused: ``429`` with Retry-After
         (over its rate), ``403`` (a scope missing) or ``401``, with the challenge."""
+        status = refusal_status(exc)
         if isinstance(exc, RateLimited):
-            return Refusal(429, exc.message, (retry_after(exc.retry_after),))
+            return Refusal(status, exc.message, (retry_after(exc.retry_after),))
         assert self.protected is not None
-        status, scopes = (403, exc.scopes) if isinstance(exc, Forbidden) else (401, ())
+        scopes = exc.scopes if isinstance(exc, Forbidden) else ()
         return Refusal(status, exc.message, (self.protected.challenge(request, status, scopes),))

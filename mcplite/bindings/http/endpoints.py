@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from ...core.config import Config
 from ...core.dispatch import Dispatcher, ToolStream
-from ...core.errors import Forbidden, MCPLiteError, Overloaded, ParseError, Unauthenticated
+from ...core.errors import Forbidden, MCPLiteError, Overloaded, ParseError
 from ...core.outcomes import Partial, ProgressUpdate
 from ...core.prompts import Prompts
 from ...protocols.jsonrpc import JsonRpc, Reply, decode, encode
+from ...protocols.requests import LITE
+from ...protocols.status import http_status
 from . import sse
 from .messages import EventStream, Request, Response, StreamingResponse
 from .protected import ProtectedResource
@@ -139,15 +141,15 @@ class JsonRpcCalls:
         error = reply.error
         if reply.body is None:
             return Response(202, [], b"")
+        status = 200 if error is None else http_status(error, LITE)
+        if status == 200:
+            return Response(200, JSON, reply.body)
         if isinstance(error, Overloaded):
-            return Response(503, [*JSON, retry_after(error.retry_after)], reply.body)
-        if isinstance(error, Unauthenticated | Forbidden):
-            assert self.protected is not None
-            status = 401 if isinstance(error, Unauthenticated) else 403
-            scopes = error.scopes if isinstance(error, Forbidden) else ()
-            challenge = self.protected.challenge(request, status, scopes)
-            return Response(status, [*JSON, challenge], reply.body)
-        return Response(200, JSON, reply.body)
+            return Response(status, [*JSON, retry_after(error.retry_after)], reply.body)
+        assert self.protected is not None
+        scopes = error.scopes if isinstance(error, Forbidden) else ()
+        challenge = self.protected.challenge(request, status, scopes)
+        return Response(status, [*JSON, challenge], reply.body)
 
     async def _stream(self, request: Request, *, json_too: bool) -> Response | StreamingResponse:
         """A ``tools/call`` answered as SSE.  Anything that is not a single valid

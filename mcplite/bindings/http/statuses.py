@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from ...core.errors import InternalError, InvalidRequest, Overloaded, Unauthenticated
 from ...protocols.jsonrpc import encode
+from ...protocols.status import error_code
 
 __all__ = ["JSON", "REASONS", "error_body", "retry_after"]
 
@@ -19,15 +19,7 @@ JSON = [(b"content-type", b"application/json")]
 def error_body(status: int, message: str) -> bytes:
     """The JSON-RPC error (``id: null``) an HTTP-level error carries, so that a
     JSON-RPC client reads every answer the same way; its code follows the status."""
-    if status == 503 or status == 429:
-        code = Overloaded.jsonrpc_code
-    elif status == 401:
-        code = Unauthenticated.jsonrpc_code
-    elif status >= 500:
-        code = InternalError.jsonrpc_code
-    else:
-        code = InvalidRequest.jsonrpc_code
-    error = {"code": code, "message": message, "data": {"http_status": status}}
+    error = {"code": error_code(status), "message": message, "data": {"http_status": status}}
     return encode({"jsonrpc": "2.0", "id": None, "error": error})
 
 
