@@ -226,6 +226,12 @@ class HttpServer:
                 self.allowed_hosts = _LOOPBACK_NAMES
         return self._server
 
+    def connection(self) -> asyncio.Protocol:
+        """The server side of one new connection, as :meth:`start` makes one for each
+        socket it accepts: for a transport made elsewhere, such as the in-memory pairs
+        of :mod:`mcplite.testing`.  Call it in the running event loop."""
+        return HttpConnection(self)
+
     def connection_count(self) -> int:
         return len(self.connections)
 
