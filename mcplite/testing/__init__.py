@@ -53,13 +53,12 @@ address tools see is ``127.0.0.1``; there is no TLS.
 
 from __future__ import annotations
 
-from .client import MCP_NAME_PARAMS, InMemoryClient, connect
+from .client import InMemoryClient, connect
 from .grpc import GrpcLiteTransport, MemoryChannel
 from .http import HttpResponse, HttpSession, LiteTransport, StreamingResponse
 from .transports import MemoryTransport, transport_pair
 
 __all__ = [
-    "MCP_NAME_PARAMS",
     "GrpcLiteTransport",
     "HttpResponse",
     "HttpSession",

@@ -19,21 +19,11 @@ from ..core.dispatch import Dispatcher
 from ..core.prompts import Prompts
 from ..core.resources import Resources
 from ..core.tools import Tool, Tools
-from ..protocols.mcp.protocol import CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY
+from ..protocols.mcp.protocol import CAPABILITIES_KEY, MODERN_VERSION, NAME_PARAMS, VERSION_KEY
 from .grpc import GrpcLiteTransport, MemoryChannel
 from .http import Headers, HttpResponse, HttpSession, LiteTransport, StreamingResponse
 
-__all__ = ["MCP_NAME_PARAMS", "InMemoryClient", "connect"]
-
-#: Which param the ``Mcp-Name`` header of a 2026 request repeats, by method.
-MCP_NAME_PARAMS = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
+__all__ = ["InMemoryClient", "connect"]
 
 Binding = Literal["http", "grpc"]
 
@@ -122,7 +112,8 @@ class InMemoryClient(BaseClient):
 
     def grpc_channel(self, *, codec: CodecBase | None = None) -> Channel:
         """A new grpclib channel to :attr:`grpc_server`, closed with the client:
-        give it to any stub (``codec``: grpclib's, default protobuf)."""
+        give it to any stub (``codec``: grpclib's, default protobuf).  Call it in
+        the running event loop."""
         channel = MemoryChannel(
             self._grpc_connection, codec=codec, socket_buffer=self.socket_buffer
         )
@@ -181,7 +172,7 @@ class InMemoryClient(BaseClient):
             meta.setdefault(CAPABILITIES_KEY, dict(capabilities or {}))
             args["_meta"] = meta
             headers += [("MCP-Protocol-Version", version), ("Mcp-Method", method)]
-            name_param = MCP_NAME_PARAMS.get(method)
+            name_param = NAME_PARAMS.get(method)
             if name_param is not None and name_param in args:
                 headers.append(("Mcp-Name", str(args[name_param])))
         elif method != "initialize":
@@ -200,9 +191,11 @@ class InMemoryClient(BaseClient):
         on_message: Callable[[dict[str, Any]], object] | None = None,
     ) -> dict[str, Any]:
         """One MCP request to the MCP endpoint (``config.mcp_path``), as
-        :meth:`mcp_message` writes it: its ``result``.  ``on_message`` gets each
-        message the server sends on the call's SSE stream before the answer
-        (progress and log notifications, 2025 requests to the client).
+        :meth:`mcp_message` writes it: its ``result``.  ``on_message`` gets, in
+        order, each message the server sent on the call's SSE stream before the
+        answer (progress and log notifications).  A 2025 request to the client
+        (elicitation, sampling) is not answered here: read such a call with
+        :meth:`open` and :meth:`post` the answer meanwhile.
 
         Raises the :class:`~mcplite.client.RPCError` of a JSON-RPC error,
         TransportError for an answer that is neither, RequestTimeout.
@@ -273,6 +266,7 @@ def connect(
     resources: Resources | None = None,
     token: str | None = None,
     timeout: float = 30.0,
+    socket_buffer: int = 64 * 1024,
 ) -> InMemoryClient:
     """``async with connect(tools) as client:`` an :class:`InMemoryClient` (see it
     for the arguments and what it raises)."""
@@ -284,4 +278,5 @@ def connect(
         resources=resources,
         token=token,
         timeout=timeout,
+        socket_buffer=socket_buffer,
     )
