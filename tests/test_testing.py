@@ -520,6 +520,27 @@ async def test_an_abort_resets_the_peer_and_a_write_to_a_closed_peer_is_reset() 
     assert isinstance(server2.lost_with, ConnectionResetError)
 
 
+async def test_a_protocol_that_raises_goes_to_the_loop_and_resets_its_peer() -> None:
+    class Broken(Recorder):
+        def data_received(self, data: bytes) -> None:
+            raise ValueError("a bug in the protocol")
+
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        client, broken = Recorder(), Broken()
+        near, far = transport_pair(client, broken)
+        near.write(b"anything")
+        await asyncio.wait_for(client.lost.wait(), WAIT)
+    finally:
+        loop.set_exception_handler(previous)
+    assert isinstance(client.lost_with, ConnectionResetError)
+    assert [type(c["exception"]) for c in reported] == [ValueError]
+    assert far.is_closing() and near.get_extra_info("peername") == far.get_extra_info("sockname")
+
+
 async def test_a_stream_nobody_reads_holds_its_tool_back_until_it_is_read() -> None:
     flood = Flood()
     parts, size = 64, 16 * 1024

@@ -46,6 +46,9 @@ READ_LIMIT = 64 * 1024
 CLOSE_WAIT = 1.0
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+#: Methods whose requests say their body's length even when it is empty (as
+#: http.client does), so that a server need not guess.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,15 +302,17 @@ class HttpSession:
         """Send a request; yield its response once the head has arrived.  The
         connection is kept for the next request if the body was read to its end.
 
-        ``headers`` go after ``Host`` (and ``Content-Length`` when there is a body
-        and no ``Content-Length`` or ``Transfer-Encoding`` among them).  Raises
+        ``headers`` go after ``Host``, and ``Content-Length`` after them unless they
+        frame the body themselves (when there is a body, or the method is one that
+        takes one: POST, PUT, PATCH).  Raises
         RequestTimeout, TransportError (a connection that ends first, or a
         request h11 refuses to send)."""
         pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
         names = {name.lower() for name, _ in pairs}
         if "host" not in names:
             pairs.insert(0, ("Host", self.host))
-        if body and not names & {"content-length", "transfer-encoding"}:
+        framed = names & {"content-length", "transfer-encoding"}
+        if (body or method in _BODY_METHODS) and not framed:
             pairs.append(("Content-Length", str(len(body))))
         conn = self._acquire()
         response: StreamingResponse | None = None

@@ -30,6 +30,7 @@ and aborts the connection, as asyncio does.
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 __all__ = ["READ_SIZE", "MemoryTransport", "transport_pair"]
 
@@ -37,6 +38,9 @@ __all__ = ["READ_SIZE", "MemoryTransport", "transport_pair"]
 READ_SIZE = 256 * 1024
 #: Default size of each direction's socket buffer.
 SOCKET_BUFFER = 64 * 1024
+#: Client ports of the connections made without an address: each its own, as the
+#: kernel gives them (from the start of the dynamic range, RFC 6335).
+_client_ports = itertools.count()
 
 
 class MemoryTransport(asyncio.Transport):
@@ -283,13 +287,14 @@ def transport_pair(
     client: asyncio.BaseProtocol,
     server: asyncio.BaseProtocol,
     *,
-    client_address: tuple[str, int] = ("127.0.0.1", 50000),
+    client_address: tuple[str, int] | None = None,
     server_address: tuple[str, int] = ("127.0.0.1", 80),
     socket_buffer: int = SOCKET_BUFFER,
 ) -> tuple[MemoryTransport, MemoryTransport]:
     """Connect ``client`` and ``server`` in memory and return their transports
     (client's first), after calling ``connection_made`` on each, the client first.
 
+    ``client_address`` defaults to 127.0.0.1 and a port of its own per connection.
     ``socket_buffer`` is how many bytes each direction holds beyond the writer's
     own buffer (see the module docstring); a small one makes backpressure come
     soon.  Call it in the running event loop.  Raises TypeError for a protocol
@@ -302,6 +307,8 @@ def transport_pair(
     if socket_buffer < 0:
         raise ValueError(f"socket_buffer must not be negative, got {socket_buffer!r}")
     loop = asyncio.get_running_loop()
+    if client_address is None:
+        client_address = ("127.0.0.1", 49152 + next(_client_ports) % 16384)
     near = MemoryTransport(
         loop, client, sockname=client_address, peername=server_address, socket_buffer=socket_buffer
     )
