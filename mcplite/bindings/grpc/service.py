@@ -808,6 +808,23 @@ class GrpcServer:
         assert isinstance(listening, asyncio.Server)
         return listening
 
+    def connection(self) -> asyncio.Protocol:
+        """The server side of one new connection, as :meth:`start` makes one for each
+        socket it accepts: for a transport made elsewhere, such as the in-memory pairs
+        of :mod:`mcplite.testing`.  Before :meth:`start`, each such connection gets a
+        server of its own with no listener, which ends with it (close the transport
+        to end it).  Call it in the running event loop."""
+        server = self._server
+        if server is None:
+            server = LimitedServer(
+                self._served,
+                status_details_codec=ErrorDetailsCodec(),
+                idle_timeout=self.config.grpc_idle_timeout,
+                max_connections=self.config.grpc_max_connections,
+                metrics=self.dispatcher.metrics,
+            )
+        return server._protocol_factory()
+
     def connection_count(self) -> int:
         return len(self._server.connections) if self._server is not None else 0
 

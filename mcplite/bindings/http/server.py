@@ -220,6 +220,12 @@ class HttpServer:
             self.protected.default_host = f"127.0.0.1:{self.port}"
         return self._server
 
+    def connection(self) -> asyncio.Protocol:
+        """The server side of one new connection, as :meth:`start` makes one for each
+        socket it accepts: for a transport made elsewhere, such as the in-memory pairs
+        of :mod:`mcplite.testing`.  Call it in the running event loop."""
+        return HttpConnection(self)
+
     def connection_count(self) -> int:
         return len(self.connections)
 

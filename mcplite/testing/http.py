@@ -1,0 +1,497 @@
+"""HTTP/1.1 over in-memory connections: a small client on h11's public API.
+
+:class:`HttpSession` sends requests to a server-side protocol factory (such as
+:meth:`mcplite.bindings.http.HttpServer.connection`) over
+:func:`~mcplite.testing.transports.transport_pair` connections, keeping finished
+ones alive for the next request (a new connection when none is idle, so that
+requests in parallel each get their own, as a browser would).  Responses come
+back whole (:meth:`HttpSession.request`, an :class:`HttpResponse`) or as they
+arrive (:meth:`HttpSession.open`, for SSE streams).
+
+:class:`LiteTransport` is the :class:`mcplite.client.Transport` of the MCP-lite
+HTTP endpoints on top of it, so :class:`mcplite.client.BaseClient` (its results,
+its exceptions, its promise redemption) runs over the real HTTP binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import h11
+
+from .._version import __version__
+from ..client import (
+    AuthenticationError,
+    Partial,
+    PermissionDeniedError,
+    ProgressUpdate,
+    RequestTimeout,
+    RPCError,
+    TransportError,
+    error_from_object,
+)
+from ..client._http import SseParser
+from .transports import MemoryTransport, transport_pair
+
+__all__ = ["HttpResponse", "HttpSession", "LiteTransport", "StreamingResponse"]
+
+#: Received bytes not yet read by the caller beyond which the connection is not read.
+READ_LIMIT = 64 * 1024
+#: Seconds the closing of a connection is waited for.
+CLOSE_WAIT = 1.0
+
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+#: Methods whose requests say their body's length even when it is empty (as
+#: http.client does), so that a server need not guess.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    """A whole response: ``headers`` in the order sent, names in lower case."""
+
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        """The last value of header ``name`` (any case), or None."""
+        return _header(self.headers, name)
+
+    def json(self) -> Any:
+        """The body as JSON.  Raises ValueError if it is not JSON."""
+        return json.loads(self.body)
+
+    def events(self) -> list[tuple[str, str]]:
+        """The body as server-sent events: ``(event, data)`` pairs.  Raises
+        TransportError if it is not UTF-8."""
+        return SseParser().feed(self.body + b"\n\n")
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    name = name.lower()
+    found = None
+    for key, value in headers:
+        if key == name:
+            found = value
+    return found
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: an asyncio protocol feeding h11."""
+
+    def __init__(self) -> None:
+        self.transport: MemoryTransport | None = None
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.eof = False
+        self.error: Exception | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+        self._unread = 0
+        self._reading_paused = False
+        self._writing_paused = False
+        self._wake: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, MemoryTransport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.h11.receive_data(data)
+        self._unread += len(data)
+        if self._unread > READ_LIMIT and not self._reading_paused and self.transport:
+            self._reading_paused = True  # a slow reader: the server feels it
+            self.transport.pause_reading()
+        self._wake_up()
+
+    def eof_received(self) -> bool | None:
+        self._end()
+        return None  # the server has finished: close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.error = exc
+        self._end()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_up()
+
+    def _end(self) -> None:
+        if not self.eof:
+            self.eof = True
+            self.h11.receive_data(b"")
+        self._wake_up()
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def _wait(self) -> None:
+        self._wake = asyncio.get_running_loop().create_future()
+        try:
+            await self._wake
+        finally:
+            self._wake = None
+
+    def usable(self) -> bool:
+        """Whether this idle connection can carry another request."""
+        transport = self.transport
+        return (
+            transport is not None
+            and not transport.is_closing()
+            and not self.eof
+            and self.h11.our_state is h11.IDLE
+            and self.h11.their_state is h11.IDLE
+        )
+
+    async def send(self, events: Iterable[h11.Event]) -> None:
+        """Write ``events``, then wait while the server reads none of it."""
+        assert self.transport is not None
+        data = b"".join(self.h11.send(event) or b"" for event in events)
+        self.transport.write(data)
+        while self._writing_paused and not self.closed.done():
+            await self._wait()
+        if self.error is not None:
+            raise TransportError(f"connection broken: {self.error}")
+
+    async def next_event(self) -> Any:
+        """The next h11 event of the response.  Raises TransportError when the
+        connection ends first, or the response is not valid HTTP."""
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise TransportError(f"malformed HTTP response: {exc}") from None
+            if event is h11.NEED_DATA:
+                if self.eof:
+                    raise TransportError("the server closed the connection mid-response")
+                self._unread = 0
+                if self._reading_paused and self.transport is not None:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+                await self._wait()
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                raise TransportError("the server closed the connection without answering")
+            return event
+
+    def reusable(self) -> bool:
+        """After a whole exchange: ready for the next one, or False (close it)."""
+        conn = self.h11
+        if conn.our_state is h11.DONE and conn.their_state is h11.DONE and not self.eof:
+            conn.start_next_cycle()
+            return not conn.trailing_data[0]
+        return False
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class StreamingResponse:
+    """A response whose head has arrived; read its body with :meth:`chunks`,
+    :meth:`read` or :meth:`events` (once)."""
+
+    def __init__(self, conn: _Connection, head: h11.Response, timeout: float) -> None:
+        self.status: int = head.status_code
+        self.reason: str = head.reason.decode("latin-1")
+        self.headers: list[tuple[str, str]] = [
+            (k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers
+        ]
+        self.complete = False
+        self._conn = conn
+        self._timeout = timeout
+
+    def header(self, name: str) -> str | None:
+        """The last value of header ``name`` (any case), or None."""
+        return _header(self.headers, name)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body, piece by piece as it arrives.  Each wait is bounded by the
+        session's timeout: RequestTimeout; a broken connection: TransportError."""
+        while not self.complete:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    event = await self._conn.next_event()
+            except TimeoutError:
+                raise RequestTimeout(f"nothing received for {self._timeout:g} s") from None
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self.complete = True
+
+    async def read(self) -> bytes:
+        """The rest of the body."""
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    async def events(self) -> AsyncIterator[tuple[str, str]]:
+        """The body as server-sent events, ``(event, data)``, each once it is whole."""
+        parser = SseParser()
+        async for chunk in self.chunks():
+            for event in parser.feed(chunk):
+                yield event
+
+
+class HttpSession:
+    """HTTP/1.1 requests to the protocols ``connection()`` makes, in memory.
+
+    ``host`` is the ``Host`` header of every request; ``timeout`` bounds each
+    wait (connecting, sending, each piece of an answer) in seconds;
+    ``socket_buffer`` is given to :func:`~mcplite.testing.transports.transport_pair`.
+    """
+
+    def __init__(
+        self,
+        connection: Callable[[], asyncio.BaseProtocol],
+        *,
+        host: str = "127.0.0.1",
+        timeout: float = 30.0,
+        socket_buffer: int = 64 * 1024,
+    ) -> None:
+        self.connection = connection
+        self.host = host
+        self.timeout = timeout
+        self.socket_buffer = socket_buffer
+        #: Connections opened so far.
+        self.connections_opened = 0
+        self._idle: list[_Connection] = []
+        self._busy: set[_Connection] = set()
+        self._closed = False
+
+    def _acquire(self) -> _Connection:
+        if self._closed:
+            raise TransportError("the session is closed")
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable():
+                self._busy.add(conn)
+                return conn
+            conn.close()
+        conn = _Connection()
+        transport_pair(conn, self.connection(), socket_buffer=self.socket_buffer)
+        self.connections_opened += 1
+        self._busy.add(conn)
+        return conn
+
+    def _release(self, conn: _Connection, complete: bool) -> None:
+        self._busy.discard(conn)
+        if complete and not self._closed and conn.reusable():
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Headers = (),
+        body: bytes = b"",
+    ) -> AsyncIterator[StreamingResponse]:
+        """Send a request; yield its response once the head has arrived.  The
+        connection is kept for the next request if the body was read to its end.
+
+        ``headers`` go after ``Host``, and ``Content-Length`` after them unless they
+        frame the body themselves (when there is a body, or the method is one that
+        takes one: POST, PUT, PATCH).  Raises
+        RequestTimeout, TransportError (a connection that ends first, or a
+        request h11 refuses to send)."""
+        pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+        names = {name.lower() for name, _ in pairs}
+        if "host" not in names:
+            pairs.insert(0, ("Host", self.host))
+        framed = names & {"content-length", "transfer-encoding"}
+        if (body or method in _BODY_METHODS) and not framed:
+            pairs.append(("Content-Length", str(len(body))))
+        conn = self._acquire()
+        response: StreamingResponse | None = None
+        try:
+            try:
+                request = h11.Request(method=method, target=path, headers=pairs)
+                events: list[h11.Event] = [request]
+                if body:
+                    events.append(h11.Data(data=body))
+                events.append(h11.EndOfMessage())
+                async with asyncio.timeout(self.timeout):
+                    await conn.send(events)
+                    while True:
+                        event = await conn.next_event()
+                        if isinstance(event, h11.Response):
+                            break
+            except h11.LocalProtocolError as exc:
+                raise TransportError(f"h11 will not send this request: {exc}") from None
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"no answer to {method} {path} within {self.timeout:g} s"
+                ) from None
+            response = StreamingResponse(conn, event, self.timeout)
+            yield response
+        finally:
+            self._release(conn, response is not None and response.complete)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Headers = (),
+        body: bytes = b"",
+    ) -> HttpResponse:
+        """Send a request and read its whole response (see :meth:`open`)."""
+        async with self.open(method, path, headers=headers, body=body) as response:
+            data = await response.read()
+        return HttpResponse(response.status, response.reason, response.headers, data)
+
+    async def aclose(self) -> None:
+        """Close every connection, waiting (boundedly) for each to end."""
+        self._closed = True
+        conns = [*self._idle, *self._busy]
+        self._idle.clear()
+        self._busy.clear()
+        for conn in conns:
+            conn.close()
+        if conns:
+            await asyncio.wait([conn.closed for conn in conns], timeout=CLOSE_WAIT)
+
+
+_USER_AGENT = f"mcplite-testing/{__version__}"
+
+
+class LiteTransport:
+    """The MCP-lite HTTP endpoints under ``base_path`` as a
+    :class:`mcplite.client.Transport` (with prompts and any JSON-RPC request), over
+    ``session``."""
+
+    def __init__(
+        self, session: HttpSession, base_path: str, *, authorization: str | None = None
+    ) -> None:
+        self.session = session
+        self.base_path = base_path
+        self._headers = [("User-Agent", _USER_AGENT), ("Content-Type", "application/json")]
+        if authorization is not None:
+            self._headers.append(("Authorization", authorization))
+        self._ids = 0
+
+    def _rpc(self, method: str, params: dict[str, Any]) -> bytes:
+        self._ids += 1
+        message = {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}
+        try:
+            return json.dumps(message, ensure_ascii=False, allow_nan=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate: JSON's \u escape carries it
+            return json.dumps(message, allow_nan=False).encode()
+        except ValueError as exc:  # NaN or infinity: JSON has no such number
+            raise TransportError(f"arguments JSON cannot carry: {exc}") from None
+
+    async def _post(self, path: str, body: bytes, timeout: float) -> dict[str, Any]:
+        headers = [*self._headers, ("Accept", "application/json")]
+        async with asyncio.timeout(timeout):
+            response = await self.session.request(
+                "POST", self.base_path + path, headers=headers, body=body
+            )
+        return _reply(path, response.status, response.headers, response.body)
+
+    async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
+        tools = (await self._post("/tools", b"{}", timeout)).get("tools")
+        if not isinstance(tools, list):
+            raise TransportError("the server answered no list of tools")
+        return [tool for tool in tools if isinstance(tool, dict)]
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
+    ) -> dict[str, Any]:
+        body = self._rpc("tools/call", {"name": name, "arguments": arguments})
+        return _result(await self._post("/rpc", body, timeout))
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One JSON-RPC request to ``/rpc``: its result.  Raises RPCError, TransportError."""
+        return _result(await self._post("/rpc", self._rpc(method, params), timeout))
+
+    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
+        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
+        if not isinstance(prompts, list):
+            raise TransportError("the server answered no list of prompts")
+        return [prompt for prompt in prompts if isinstance(prompt, dict)]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float
+    ) -> dict[str, Any]:
+        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
+
+    async def stream(
+        self, name: str, arguments: dict[str, Any], timeout: float
+    ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
+        body = self._rpc("tools/call", {"name": name, "arguments": arguments})
+        headers = [*self._headers, ("Accept", "text/event-stream")]
+        session = self.session
+        async with session.open("POST", self.base_path + "/rpc", headers=headers, body=body) as r:
+            if not (r.header("content-type") or "").startswith("text/event-stream"):
+                # Refused before the tool started: a JSON-RPC answer.
+                yield _result(_reply("/rpc", r.status, r.headers, await r.read()))
+                return
+            final: dict[str, Any] | None = None
+            async for kind, data in r.events():
+                item = _sse_item(kind, data)
+                if isinstance(item, Partial | ProgressUpdate):
+                    yield item
+                elif item is not None:
+                    final = item
+        if final is None:
+            raise TransportError("the stream ended without its final result")
+        yield final
+
+    async def aclose(self) -> None:
+        await self.session.aclose()
+
+
+def _reply(path: str, status: int, headers: list[tuple[str, str]], body: bytes) -> dict[str, Any]:
+    """The JSON object answered; a JSON-RPC error raises its RPCError."""
+    try:
+        message = json.loads(body) if body else None
+    except ValueError:
+        message = None
+    if isinstance(message, dict) and isinstance(message.get("error"), dict):
+        error: RPCError = error_from_object(message["error"])
+        if isinstance(error, AuthenticationError | PermissionDeniedError):
+            error.www_authenticate = _header(headers, "www-authenticate")
+        raise error
+    if status != 200 or not isinstance(message, dict):
+        raise TransportError(f"{path} answered HTTP {status}: {body[:200]!r}")
+    return message
+
+
+def _result(reply: dict[str, Any]) -> dict[str, Any]:
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise TransportError("a JSON-RPC reply without a result")
+    return result
+
+
+def _sse_item(kind: str, data: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
+    """One event of an MCP-lite stream: a part, progress, the final result, or None
+    (a heartbeat).  An ``error`` event raises its RPCError."""
+    if kind not in ("message", "progress", "done", "error"):
+        return None
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        raise TransportError(f"malformed SSE {kind} event: {data[:200]!r}") from None
+    if not isinstance(payload, dict):
+        raise TransportError(f"malformed SSE {kind} event: {data[:200]!r}")
+    if kind == "message":
+        return Partial(payload.get("partial"))
+    if kind == "progress":
+        return ProgressUpdate.from_json(payload)
+    if kind == "error":
+        raise error_from_object(payload)
+    return payload
