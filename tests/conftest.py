@@ -181,6 +181,9 @@ class RunningServer:
         async def shutdown() -> None:
             if self.grpc is not None:
                 await self.grpc.shutdown(grace)
+                from grpc_support import close_connections_left_open
+
+                close_connections_left_open()  # the plain path's (grpclib issue #107)
             await self.http.shutdown(grace)
             await self.dispatcher.close()
 

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 import h2.connection
 import pytest
-from grpc_support import protos, served, to_python
+from grpc_support import accel_only, protos, served, to_python
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import ResponseReceived, TrailersReceived
@@ -376,7 +376,7 @@ def test_only_a_connection_of_h2s_own_class_is_adopted() -> None:
     assert LeanH2Connection.adopt(other) is False and type(other) is Other
 
 
-async def test_a_served_connection_is_lean_and_answers_grpcio() -> None:
+async def test_a_served_connection_answers_grpcio_in_one_frame_or_many() -> None:
     tools = Tools()
 
     @tools.tool
@@ -385,7 +385,7 @@ async def test_a_served_connection_is_lean_and_answers_grpcio() -> None:
         return text * 2
 
     proto = protos()["ours"]
-    async with served(Dispatcher(tools, Config(secret=b"k" * 32))) as (server, channel):
+    async with served(Dispatcher(tools, Config(secret=b"k" * 32))) as (_, channel):
         stub = proto.stub(channel)
         for text in ("a", "b" * 40_000):  # the second answer spans DATA frames
             response = await asyncio.wait_for(
@@ -396,5 +396,12 @@ async def test_a_served_connection_is_lean_and_answers_grpcio() -> None:
             await asyncio.wait_for(stub.CallTool(proto.request("nope", {})), TIMEOUT)
         assert failed.value.code() is grpc.StatusCode.NOT_FOUND
         assert failed.value.details() == "Tool not found: nope"
+
+
+@accel_only
+async def test_a_served_connection_is_lean() -> None:
+    async with served(Dispatcher(Tools(), Config(secret=b"k" * 32))) as (server, channel):
+        await asyncio.wait_for(channel.channel_ready(), TIMEOUT)
+        # Private on purpose: the class of grpclib's h2 connection is the subject.
         (connection,) = server.connections
         assert type(connection.connection._connection) is LeanH2Connection

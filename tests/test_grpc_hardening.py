@@ -1,5 +1,9 @@
-"""gRPC hardening (issue 10): the idle timeout and the connection cap, the open-file
-limit, the ``grpc-message`` encoding, and rapid reset.
+"""gRPC hardening: the idle timeout and the connection cap, the open-file limit, the
+``grpc-message`` encoding, and rapid reset.
+
+Most of it is the speed paths' (``mcplite.bindings.grpc.accel``): those tests are
+marked ``accel_only``, and what the plain path (``MCPLITE_ACCEL=0``: grpclib's own
+server) does instead is asserted beside them, as docs/grpc.md tells it.
 
 Real peers on 127.0.0.1 with ephemeral ports: grpcio clients built from our proto
 (tests/grpc_support.py), raw sockets, and raw HTTP/2 frames written with the ``h2``
@@ -40,11 +44,10 @@ from conftest import (
     serve_process,
     start_server,
 )
-from grpc_support import protos
+from grpc_support import ACCEL, accel_only, plain_only, protos
 
 from mcplite import NEVER, Tools
-from mcplite.bindings.grpc.connections import CLOSED_STREAMS_KEPT
-from mcplite.bindings.grpc.service import _grpc_message
+from mcplite.bindings.grpc.status import grpc_message
 from mcplite.protocols.protobuf import encode_tool_request
 
 WAIT = 10.0  # seconds: the bound of every wait in this file
@@ -218,6 +221,7 @@ class RawH2:
 # --- idle timeout and connection cap (item 5) -------------------------------------------
 
 
+@accel_only
 def test_a_silent_connection_is_closed_after_the_idle_timeout() -> None:
     with serving(grpc_idle_timeout=0.3) as server:
         assert server.grpc_port is not None
@@ -231,6 +235,7 @@ def test_a_silent_connection_is_closed_after_the_idle_timeout() -> None:
         assert on_loop(server, lambda s: len(s.connections)) == 0
 
 
+@accel_only
 def test_a_connection_that_spoke_then_went_quiet_is_closed_after_the_idle_timeout() -> None:
     with serving(grpc_idle_timeout=0.3) as server:
         assert server.grpc_port is not None
@@ -246,6 +251,7 @@ def test_a_connection_that_spoke_then_went_quiet_is_closed_after_the_idle_timeou
         assert event.last_stream_id == stream_id  # nothing after it was started
 
 
+@accel_only
 def test_calls_keep_a_connection_open_past_the_idle_timeout() -> None:
     with serving(grpc_idle_timeout=0.15) as server, grpc_channel(server.grpc_port or 0) as chan:
         ours = protos()["ours"]
@@ -261,6 +267,7 @@ def test_calls_keep_a_connection_open_past_the_idle_timeout() -> None:
         assert on_loop(server, lambda s: list(s.connections)) == [first]
 
 
+@accel_only
 def test_an_idle_grpcio_channel_is_closed_and_its_next_call_reconnects() -> None:
     with serving(grpc_idle_timeout=0.2) as server, grpc_channel(server.grpc_port or 0) as chan:
         assert echo(chan, "one") == "one"
@@ -277,6 +284,7 @@ def test_an_idle_grpcio_channel_is_closed_and_its_next_call_reconnects() -> None
         assert echo(chan, "two") == "two"
 
 
+@accel_only
 def test_connections_over_the_cap_are_closed_while_the_first_ones_keep_working(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -305,20 +313,43 @@ def test_connections_over_the_cap_are_closed_while_the_first_ones_keep_working(
     assert len(refusals) == 1  # said once, not per connection
 
 
+@plain_only
+def test_the_plain_path_has_no_idle_timeout_and_no_connection_cap() -> None:
+    # grpclib's own server has neither: a quiet connection stays open, and a
+    # connection over the cap is served.
+    with serving(grpc_idle_timeout=0.1, grpc_max_connections=1) as server, ExitStack() as stack:
+        port = server.grpc_port or 0
+        client = RawH2(port)
+        stack.callback(client.close)
+        stream_id = client.call("echo", {"text": "hi"})
+        assert client.trailers(stream_id)["grpc-status"] == "0"
+        channels = [stack.enter_context(grpc_channel(port)) for _ in range(2)]
+        for n, chan in enumerate(channels):
+            assert echo(chan, f"call {n}") == f"call {n}"
+        time.sleep(0.5)  # five idle timeouts: the quiet window itself is what is tested
+        client.ping()  # still open
+        assert client.trailers(client.call("echo", {"text": "again"}))["grpc-status"] == "0"
+
+
 # --- grpc-message encoding (item 8) -----------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("name", "value"),
+    ("name", "value", "plain"),
     [
-        ("nope", "Tool not found: nope"),
-        ("", "Tool not found:%20"),
-        ("  both ends  ", "Tool not found:   both ends%20%20"),
-        ("100% sure", "Tool not found: 100%25 sure"),
-        ("caf\u00e9\ttab\nline", "Tool not found: caf%C3%A9%09tab%0Aline"),
+        ("nope", "Tool not found: nope", None),
+        # The plain path trims what the speed paths send as %20 (docs/grpc.md).
+        ("", "Tool not found:%20", "Tool not found:"),
+        ("  both ends  ", "Tool not found:   both ends%20%20", "Tool not found:   both ends"),
+        ("100% sure", "Tool not found: 100%25 sure", None),
+        ("caf\u00e9\ttab\nline", "Tool not found: caf%C3%A9%09tab%0Aline", None),
     ],
 )
-def test_grpc_message_is_percent_encoded_with_no_space_at_either_end(name: str, value: str) -> None:
+def test_grpc_message_is_percent_encoded_with_no_space_at_either_end(
+    name: str, value: str, plain: str | None
+) -> None:
+    if not ACCEL and plain is not None:
+        value = plain
     with serving() as server:
         client = RawH2(server.grpc_port or 0)
         try:
@@ -334,13 +365,15 @@ def test_grpc_message_is_percent_encoded_with_no_space_at_either_end(name: str, 
     [("  both ends  ", "%20%20both ends%20%20"), ("   ", "%20%20%20"), ("", "")],
 )
 def test_grpc_message_encodes_a_leading_space_too(message: str, value: str) -> None:
-    # Private on purpose: no status message of ours starts with a space (or is empty),
-    # so no call reaches this branch over the wire.
-    assert _grpc_message(message) == value
+    # No status message of ours starts with a space (or is empty), so no call reaches
+    # this branch over the wire.
+    assert grpc_message(message) == value
 
 
 @pytest.mark.parametrize("name", ["", " ", "  padded  ", "100% \u00e9 "])
-def test_a_status_message_ending_in_a_space_reaches_grpcio_intact(name: str) -> None:
+def test_a_status_message_ending_in_a_space_reaches_grpcio_with_the_name_in_the_data(
+    name: str,
+) -> None:
     ours = protos()["ours"]
     with (
         serving() as server,
@@ -349,7 +382,9 @@ def test_a_status_message_ending_in_a_space_reaches_grpcio_intact(name: str) -> 
     ):
         ours.stub(chan).CallTool(ours.request(name, {}), timeout=WAIT)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
-    assert caught.value.details() == f"Tool not found: {name}"
+    message = f"Tool not found: {name}"
+    # Intact on the speed paths; trimmed on the plain path (docs/grpc.md).
+    assert caught.value.details() == (message if ACCEL else message.strip(" "))
     data = json.loads(dict(caught.value.trailing_metadata())["mcplite-error-data"])
     assert data["requested_tool"] == name
 
@@ -367,7 +402,7 @@ def test_a_strict_http2_client_reads_the_status_of_a_space_ended_message() -> No
             client.close()
     assert trailers["grpc-status"] == str(grpc.StatusCode.NOT_FOUND.value[0])
     value = trailers["grpc-message"]
-    assert value == value.strip() == "Tool not found:%20%20"
+    assert value == value.strip() == ("Tool not found:%20%20" if ACCEL else "Tool not found:")
     assert "grpc-status-details-bin" in trailers and "mcplite-error-data" in trailers
 
 
@@ -398,7 +433,10 @@ def stream_bookkeeping(server: Any) -> list[tuple[int, int]]:
     ]
 
 
+@accel_only
 def test_rapid_resets_leave_no_stream_behind_on_the_connection() -> None:
+    from mcplite.bindings.grpc.accel.connections import CLOSED_STREAMS_KEPT
+
     with serving() as server:
         client = RawH2(server.grpc_port or 0)
         try:
@@ -450,6 +488,7 @@ BOTH = ["mcplite.demo", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]
 
 
 @needs_proc
+@accel_only  # the plain path has no connection cap to fit to the limit
 def test_silent_grpc_connections_beyond_the_open_file_limit_do_not_starve_http() -> None:
     with serve_quietly(*BOTH, fd_limit=(256, 256)) as server:
         fitted = re.search(r"serving at most (\d+) HTTP and (\d+) gRPC", "\n".join(server.lines))
@@ -552,6 +591,12 @@ def test_out_of_file_descriptors_the_server_pauses_accepting_quietly(tmp_path: P
 
 
 @needs_proc
+@pytest.mark.xfail(
+    not ACCEL,
+    strict=True,
+    reason="the plain path is grpclib's own server, which keeps every stream reset before "
+    "its handler ran (about 7 KiB each): docs/patches/grpclib-rapid-reset-stream-leak.patch",
+)
 def test_rapid_resets_do_not_grow_the_server_process() -> None:
     with serve_quietly("mcplite.demo", "--no-http", "--grpc", "127.0.0.1:0") as server:
         client = RawH2(server.grpc_port)

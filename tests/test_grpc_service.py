@@ -37,6 +37,7 @@ from mcplite.bindings.grpc.service import (
     ERROR_DATA_LIMIT,
     GrpcServer,
     MCPLiteService,
+    listen_socket,
 )
 from mcplite.core.authorize import Gate
 from mcplite.core.observe import QUIET, AccessLog, Metrics
@@ -372,7 +373,7 @@ def test_a_deadline_that_passes_first_is_deadline_exceeded_and_cancels_the_tool(
 
 
 def test_large_error_data_is_cut_down_to_fit_in_trailers() -> None:
-    from mcplite.bindings.grpc.service import _error_data_json
+    from mcplite.bindings.grpc.status import _error_data_json
 
     data = {"requested_tool": "x", "available_tools": [f"tool_{n:05d}" for n in range(5000)]}
     text, sent = _error_data_json(data)
@@ -538,9 +539,10 @@ async def test_create_server_serves_the_service_on_the_running_loop() -> None:
 
     dispatcher = Dispatcher(make_tools(Signals()), Config(secret=b"k" * 32))
     server = create_server(dispatcher)
-    await server.start("127.0.0.1", 0)
+    sock = listen_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    await server.start(sock=sock)
     try:
-        port = server._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         channel = Channel("127.0.0.1", port)
         try:
             client = generated.McpLiteStub(channel, timeout=TIMEOUT)

@@ -31,7 +31,8 @@ from grpclib.server import Stream
 from ...core.errors import ShuttingDown
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE
 from ...protocols._proto.grpc.health import v1 as messages
-from .messages import read_message
+from .messages import RawMessage
+from .paths import chosen
 
 __all__ = ["SERVICE_NAME", "HealthService", "ServingStatus"]
 
@@ -56,6 +57,7 @@ class HealthService:
     ) -> None:
         self.services = frozenset(("", *services))
         self._max_message_size = max_message_size
+        self._read_message = chosen().read_message
         self._status: int = ServingStatus.SERVING
         self._changed = asyncio.Event()  # set, and replaced, on every change
         self._closed = False
@@ -66,19 +68,19 @@ class HealthService:
             _PATH + "Check": Handler(
                 self._check,
                 Cardinality.UNARY_UNARY,
-                messages.HealthCheckRequest,
+                RawMessage,  # read by _request
                 messages.HealthCheckResponse,
             ),
             _PATH + "List": Handler(
                 self._list,
                 Cardinality.UNARY_UNARY,
-                messages.HealthListRequest,
+                RawMessage,
                 messages.HealthListResponse,
             ),
             _PATH + "Watch": Handler(
                 self._watch,
                 Cardinality.UNARY_STREAM,
-                messages.HealthCheckRequest,
+                RawMessage,  # read by _request
                 messages.HealthCheckResponse,
             ),
         }
@@ -118,7 +120,7 @@ class HealthService:
         return self._status if service in self.services else ServingStatus.SERVICE_UNKNOWN
 
     async def _request(self, stream: Stream[Any, Any]) -> messages.HealthCheckRequest:
-        data = await read_message(stream, self._max_message_size)
+        data = await self._read_message(stream, self._max_message_size)
         if data is None:
             raise GRPCError(Status.INVALID_ARGUMENT, "missing request message")
         try:
@@ -136,7 +138,7 @@ class HealthService:
         await stream.send_message(_response(status))
 
     async def _list(self, stream: Stream[Any, Any]) -> None:
-        data = await read_message(stream, self._max_message_size)
+        data = await self._read_message(stream, self._max_message_size)
         if data is None:
             raise GRPCError(Status.INVALID_ARGUMENT, "missing request message")
         status = _response(self._status)

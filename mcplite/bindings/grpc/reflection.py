@@ -36,7 +36,8 @@ from grpclib.server import Stream
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE
 from ...protocols._proto import descriptors
 from ...protocols._proto.grpc.reflection import v1, v1alpha
-from .messages import read_message
+from .messages import RawMessage
+from .paths import chosen
 
 __all__ = ["SERVICE_NAMES", "ReflectionService"]
 
@@ -68,13 +69,14 @@ class ReflectionService:
     ) -> None:
         self.services = tuple(sorted(set(services)))
         self._max_message_size = max_message_size
+        self._read_message = chosen().read_message
 
     def __mapping__(self) -> dict[str, Handler]:
         return {
             f"/{name}/ServerReflectionInfo": Handler(
                 self._handler(version),
                 Cardinality.STREAM_STREAM,
-                version.ServerReflectionRequest,
+                RawMessage,  # parsed by the handler
                 version.ServerReflectionResponse,
             )
             for name, version in zip(SERVICE_NAMES, (v1, v1alpha), strict=True)
@@ -82,7 +84,7 @@ class ReflectionService:
 
     def _handler(self, version: ModuleType) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
         async def info(stream: Stream[Any, Any]) -> None:
-            while (data := await read_message(stream, self._max_message_size)) is not None:
+            while (data := await self._read_message(stream, self._max_message_size)) is not None:
                 try:
                     request = version.ServerReflectionRequest().parse(data)
                 except Exception:

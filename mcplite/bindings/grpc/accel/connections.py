@@ -24,10 +24,10 @@ accepted connection), with subclasses of grpclib's ``Handler`` and ``H2Protocol`
   so the ``finally`` never runs and the stream (its buffer, queue and events,
   about 7.5 KiB) stays in ``streams`` until the connection closes: one
   connection could grow the server without bound.  :meth:`_Handler.cancel`
-  removes such a stream itself.  And h2 remembers how each closed stream ended,
-  up to 65,536 of them (about 10 MiB) per connection; we keep
-  :data:`CLOSED_STREAMS_KEPT`.
-
+  removes such a stream itself (the fix for grpclib itself:
+  ``docs/patches/grpclib-rapid-reset-stream-leak.patch``).  And h2 remembers how
+  each closed stream ended, up to 65,536 of them (about 10 MiB) per connection;
+  we keep :data:`CLOSED_STREAMS_KEPT`.
 * **Unknown methods.**  grpclib answers a path it does not serve with a bare
   ``:status 200`` and ``grpc-status 12``, without ``content-type``: Go clients
   (grpcurl, ghz, Kubernetes' gRPC probe) then read ``Unknown`` ("malformed header:
@@ -53,15 +53,18 @@ Three costs of a call are also cut here, below grpclib:
   frames itself (:mod:`.framing`), without building and serializing frame
   objects: 1.17x as many unary calls again.
 
-grpclib internals used (grpclib 0.4.9; tests/test_grpc_hardening.py covers each):
-``Server._mapping`` (which :class:`_Methods` wraps: grpclib's ``request_handler``
-only calls its ``get``; tests/test_grpc_reflection.py), ``_codec``,
-``_status_details_codec``, ``_handlers``, ``_config``, ``_h2_config`` and
-``__dispatch__`` (to build a connection as ``Server._protocol_factory`` does),
-``Handler._tasks`` and ``_cancelled``,
-``EventsProcessor.streams``, ``Connection._connection`` (the h2 connection, to send
-a GOAWAY), and h2's ``H2Connection._closed_streams`` (a ``SizeLimitDict``).  h2's
-public ``H2Connection.decoder`` and ``encoder`` are replaced on ``connection_made``,
+Used only when the gate (:mod:`.`) is on; without it the binding serves with
+grpclib's own ``Server`` and has none of the above (docs/grpc.md says what that
+costs).  grpclib internals used (grpclib 0.4.9; tests/test_grpc_hardening.py
+covers each): ``Server._mapping`` (which :class:`_Methods` wraps: grpclib's
+``request_handler`` only calls its ``get``; tests/test_grpc_reflection.py),
+``_codec``, ``_status_details_codec``, ``_handlers``, ``_config``, ``_h2_config``
+and ``__dispatch__`` (to build a connection as ``Server._protocol_factory``
+does), ``Server._server`` (the asyncio server, for :func:`listening`),
+``Handler._tasks`` and ``_cancelled``, ``EventsProcessor.streams``,
+``Connection._connection`` (the h2 connection, to send a GOAWAY), and h2's
+``H2Connection._closed_streams`` (a ``SizeLimitDict``).  h2's public
+``H2Connection.decoder`` and ``encoder`` are replaced on ``connection_made``,
 before any header block (tests/test_grpc_headercache.py), and its class made
 :class:`~.framing.LeanH2Connection` (tests/test_grpc_framing.py).
 """
@@ -81,19 +84,13 @@ from grpclib.protocol import EventsProcessor, H2Protocol
 from grpclib.protocol import Stream as H2Stream
 from grpclib.server import Handler, Server, Stream
 
-from ...core.observe import QUIET, Metrics
-from .accel.framing import LeanH2Connection
-from .accel.headercache import CachingDecoder, CachingEncoder
+from ....core.observe import QUIET, Metrics
+from .framing import LeanH2Connection
+from .headercache import CachingDecoder, CachingEncoder
 
-__all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "LimitedServer"]
+__all__ = ["CLOSED_STREAMS_KEPT", "LimitedServer", "connection_count", "listening"]
 
 log = logging.getLogger("mcplite.bindings.grpc")
-
-#: Seconds a connection may go without an open stream (as HTTP's keep-alive timeout).
-DEFAULT_IDLE_TIMEOUT = 15.0
-#: Connections served at once (as HTTP's).
-DEFAULT_MAX_CONNECTIONS = 1024
-
 
 #: Closed streams whose end h2 remembers per connection (to ignore frames still in
 #: flight on them; later ones get RST_STREAM).  h2's own bound is 65,536, about
@@ -298,15 +295,11 @@ class LimitedServer(Server):
     def __init__(
         self,
         *args: Any,
-        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        idle_timeout: float,
+        max_connections: int,
         metrics: Metrics = QUIET,
         **kwargs: Any,
     ) -> None:
-        if not idle_timeout > 0:
-            raise ValueError(f"idle_timeout must be a positive number, got {idle_timeout!r}")
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
         super().__init__(*args, **kwargs)
         self._mapping = _Methods(self._mapping)
         self.idle_timeout = idle_timeout
@@ -365,3 +358,16 @@ class LimitedServer(Server):
             self._ticker = None
         for protocol in list(self.connections):
             protocol.close("the server is closing")
+
+
+def listening(server: Server) -> asyncio.AbstractServer:
+    """The asyncio server a started grpclib ``server`` listens with (``Server._server``)."""
+    found = server._server
+    assert isinstance(found, asyncio.AbstractServer), "not started"
+    return found
+
+
+def connection_count(server: Server) -> int:
+    """How many connections a :class:`LimitedServer` serves now."""
+    assert isinstance(server, LimitedServer)
+    return len(server.connections)
