@@ -53,7 +53,7 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -69,7 +69,6 @@ from ...core.context import Caller, RequestContext
 from ...core.envelope import Result
 from ...core.errors import MCPLiteError, ShuttingDown
 from ...core.observe import CLIENT_GONE, QUIET, AccessLog, Metrics
-from ...core.outcomes import Partial
 from ...core.prompts import Prompts
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE, ERROR_DATA_KEY
 from ...protocols._proto import mcplite as generated
@@ -88,7 +87,7 @@ from .paths import Path, chosen
 from .reflection import SERVICE_NAMES as REFLECTION_NAMES
 from .reflection import ReflectionService
 from .status import ERROR_DATA_LIMIT, ErrorDetailsCodec, StatusSender
-from .streaming import deadline_passed, send_stream
+from .streaming import StreamingDispatcher, deadline_passed, send_stream
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -126,7 +125,7 @@ _Handler = Callable[[Stream[Any, Any]], Awaitable[None]]
 _ContextHandler = Callable[[Stream[Any, Any], RequestContext], Awaitable[None]]
 
 
-class DispatcherLike(Protocol):
+class DispatcherLike(StreamingDispatcher, Protocol):
     """What the service needs of :class:`mcplite.core.dispatch.Dispatcher`."""
 
     auth: Gate | None
@@ -138,15 +137,6 @@ class DispatcherLike(Protocol):
     async def call(
         self, name: str, arguments: dict[str, Any] | None, context: RequestContext = ...
     ) -> Result: ...
-
-    def stream(
-        self,
-        name: str,
-        arguments: dict[str, Any] | None,
-        context: RequestContext = ...,
-        *,
-        progress: bool = ...,
-    ) -> AsyncIterator[Partial | Result]: ...
 
 
 class MCPLiteService:
@@ -181,7 +171,8 @@ class MCPLiteService:
         self._tools_list = b""
         self._active: set[asyncio.Task[Any]] = set()
         self.draining = False
-        self._closing = False
+        #: The grace period is over: the calls still running are being cancelled.
+        self.closing = False
 
     def __mapping__(self) -> dict[str, Handler]:
         mapping = {
@@ -228,7 +219,7 @@ class MCPLiteService:
         if self._active:
             # Grace is over: end each call with UNAVAILABLE "Server is shutting
             # down" (a stream's final word) rather than a bare reset.
-            self._closing = True
+            self.closing = True
             for task in self._active:
                 task.cancel()
             await asyncio.wait(set(self._active), timeout=1.0)
@@ -266,7 +257,7 @@ class MCPLiteService:
                 raise
             except asyncio.CancelledError:
                 status = "CANCELLED"
-                if not self._closing:
+                if not self.closing:
                     if deadline_passed(stream):
                         status = "DEADLINE_EXCEEDED"  # what grpclib answers then
                     else:
@@ -342,12 +333,7 @@ class MCPLiteService:
     ) -> None:
         name, arguments = _decode_request(await self._recv_request(stream))
         stream._mcplite_tool = name  # type: ignore[attr-defined]  # for the access log
-        await send_stream(
-            stream,
-            lambda: self._dispatcher.stream(name, arguments, context, progress=True),
-            self._statuses,
-            lambda: self._closing,
-        )
+        await send_stream(stream, self._dispatcher, name, arguments, context, self._statuses, self)
 
     async def _get_prompts(self, stream: Stream[RawMessage, RawMessage], _: RequestContext) -> None:
         await self._recv_request(stream)  # Empty

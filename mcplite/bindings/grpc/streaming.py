@@ -13,11 +13,12 @@ logged ``CANCELLED ... client-gone`` and counted as ``disconnected``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
 from grpclib.server import Stream
 
+from ...core.context import RequestContext
 from ...core.dispatch import ToolStream
 from ...core.envelope import Result
 from ...core.errors import MCPLiteError
@@ -26,25 +27,47 @@ from ...protocols.protobuf import encode_tool_response
 from .messages import RawMessage, response_meta
 from .status import StatusSender
 
-__all__ = ["deadline_passed", "send_stream"]
+__all__ = ["Closing", "StreamingDispatcher", "deadline_passed", "send_stream"]
+
+
+class StreamingDispatcher(Protocol):
+    """What streaming needs of :class:`mcplite.core.dispatch.Dispatcher`."""
+
+    def stream(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        context: RequestContext = ...,
+        *,
+        progress: bool = ...,
+    ) -> AsyncIterator[Partial | Result]: ...
+
+
+class Closing(Protocol):
+    #: Whether the server is cancelling its calls (its grace period is over).
+    closing: bool
 
 
 async def send_stream(
     stream: Stream[RawMessage, RawMessage],
-    open_parts: Callable[[], AsyncIterator[Partial | Result]],
+    dispatcher: StreamingDispatcher,
+    name: str,
+    arguments: dict[str, Any] | None,
+    context: RequestContext,
     statuses: StatusSender,
-    closing: Callable[[], bool],
+    server: Closing,
 ) -> None:
-    """Send each item of ``open_parts()`` as a message; end with the status of an error.
+    """Run tool ``name`` as a stream and send each item as a message; end with the
+    status of an error.
 
-    ``closing()`` says whether the server is cancelling its calls (then a cancelled
-    stream is not the client's doing).  The tool is stopped whenever the stream
-    ends early.  Raises CancelledError when the call is cancelled.
+    A stream cancelled while ``server.closing`` is not the client's doing.  The
+    tool is stopped whenever the stream ends early.  Raises CancelledError when
+    the call is cancelled.
     """
     parts: AsyncIterator[Partial | Result] | None = None
     gone = False
     try:
-        parts = open_parts()
+        parts = dispatcher.stream(name, arguments, context, progress=True)
         while True:
             try:
                 item = await _next_item(parts)
@@ -60,7 +83,7 @@ async def send_stream(
     except MCPLiteError as err:
         await statuses.error(stream, err)
     except asyncio.CancelledError:
-        gone = not closing() and not deadline_passed(stream)
+        gone = not server.closing and not deadline_passed(stream)
         raise
     except Exception:
         await statuses.unexpected(stream, "CallToolStream")
