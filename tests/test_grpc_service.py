@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import grpc
 import pytest
-from grpc_support import Protos, Stub, protos, to_python
+from grpc_support import Protos, Stub, close_connections_left_open, protos, to_python
 
 from mcplite import (
     ALWAYS,
@@ -175,6 +175,7 @@ class ServerThread:
             await self._stop.wait()
         finally:
             await self.grpc.shutdown(0)
+            close_connections_left_open()
             await dispatcher.close()
 
 
@@ -552,5 +553,6 @@ async def test_create_server_serves_the_service_on_the_running_loop() -> None:
             channel.close()
     finally:
         server.close()
+        close_connections_left_open()
         await asyncio.wait_for(server.wait_closed(), TIMEOUT)
         await dispatcher.close()

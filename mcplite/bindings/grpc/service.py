@@ -101,6 +101,7 @@ __all__ = [
     "MCPLiteService",
     "RawMessage",
     "create_server",
+    "listen_socket",
     "response_meta",
 ]
 
@@ -570,7 +571,14 @@ class GrpcServer:
         try:
             await asyncio.wait_for(self._server.wait_closed(), timeout=1.0)
         except TimeoutError:
-            log.warning("gRPC calls still running after shutdown; abandoning them")
+            if self._path.accel:
+                log.warning("gRPC calls still running after shutdown; abandoning them")
+            else:  # from Python 3.12 on, asyncio's wait_closed waits for every connection
+                log.warning(
+                    "gRPC calls still running or clients still connected after shutdown "
+                    "(grpclib's own server leaves connections to their clients); "
+                    "not waiting for them"
+                )
         self._server = None
 
 
@@ -589,9 +597,10 @@ def create_server(
     timeout, whose ``close()`` also closes the clients' connections; on the plain
     path grpclib's own (:mod:`.paths`).
 
-    Call it inside the running event loop; then ``await server.start(host, port)``.
-    For a graceful shutdown use :class:`GrpcServer`.  Raises ValueError for an
-    ``idle_timeout`` or ``max_connections`` out of range.
+    Call it inside the running event loop; then
+    ``await server.start(sock=listen_socket(host, port))`` (the socket tells the
+    port).  For a graceful shutdown use :class:`GrpcServer`.  Raises ValueError
+    for an ``idle_timeout`` or ``max_connections`` out of range.
     """
     service = MCPLiteService(
         dispatcher, max_message_size=max_message_size, prompts=prompts, error_details=True
