@@ -36,7 +36,7 @@ from . import accel
 from .messages import read_message
 from .status import SendSpaced, send_trimmed
 
-__all__ = ["MakeServer", "Path", "ReadMessage", "chosen"]
+__all__ = ["MakeServer", "PathParts", "ReadMessage", "chosen"]
 
 #: Reads a request message under a size limit (see :mod:`.messages`).
 ReadMessage = Callable[[Stream[Any, Any], int], Awaitable[bytes | None]]
@@ -58,7 +58,7 @@ class MakeServer(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class Path:
+class PathParts:
     """What the binding uses on one path."""
 
     #: Whether these are the speed paths.
@@ -74,15 +74,29 @@ class Path:
 
 
 @functools.cache
-def chosen() -> Path:
+def chosen() -> PathParts:
     """The path this process takes (the gate decides once)."""
     if accel.on():
         from .accel.connections import LimitedServer, connection_count, listening
         from .accel.messages import read_message as read_by_prefix
         from .accel.trailers import send_trailers
 
-        return Path(True, LimitedServer, read_by_prefix, send_trailers, listening, connection_count)
-    return Path(False, _grpclib_server, read_message, send_trimmed, None, None)
+        return PathParts(
+            accel=True,
+            make_server=LimitedServer,
+            read_message=read_by_prefix,
+            send_spaced=send_trailers,
+            listening=listening,
+            connection_count=connection_count,
+        )
+    return PathParts(
+        accel=False,
+        make_server=_grpclib_server,
+        read_message=read_message,
+        send_spaced=send_trimmed,
+        listening=None,
+        connection_count=None,
+    )
 
 
 def _grpclib_server(

@@ -83,7 +83,7 @@ from ...protocols.protobuf import (
 )
 from .health import HealthService
 from .messages import RawMessage, response_meta
-from .paths import Path, chosen
+from .paths import PathParts, chosen
 from .reflection import SERVICE_NAMES as REFLECTION_NAMES
 from .reflection import ReflectionService
 from .status import ERROR_DATA_LIMIT, ErrorDetailsCodec, StatusSender
@@ -612,7 +612,7 @@ def create_server(
 
 
 def _make_server(
-    path: Path,
+    path: PathParts,
     served: list[Any],
     *,
     config: Configuration | None,
