@@ -23,8 +23,8 @@ import pytest
 from conftest import PROCESS_WAIT, ServeProcess, subprocess_env
 from grpc_support import accel_only, protos, to_python
 
-from mcplite.bindings.accel import ENVIRONMENT_VARIABLE
 from mcplite.bindings.grpc.accel import TESTED
+from mcplite.core.accel import ENVIRONMENT_VARIABLE
 
 WAIT = 10.0  # seconds: the bound of every wait in this file
 GATE = "mcplite.bindings.grpc.accel"

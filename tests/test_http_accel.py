@@ -21,8 +21,8 @@ import pytest
 from conftest import PROCESS_WAIT, ROOT, ServeProcess, call_message, serve_process, subprocess_env
 from sse_client import parse_events
 
-from mcplite.bindings.accel import enabled
 from mcplite.bindings.http import accel
+from mcplite.core.accel import enabled
 
 QUIET = ["--http", "127.0.0.1:0", "--no-grpc", "--no-access-log"]
 ACCEL_PACKAGE = "mcplite.bindings.http.accel"

@@ -13,7 +13,6 @@ import os
 import secrets
 import signal
 import socket
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from .._version import __version__
 from ..auth import Auth, StaticTokens, auth_from_config
 from ..bindings.base import Binding
 from ..bindings.stdio import StdioPipes, run_stdio
+from ..core.accel import enabled
 from ..core.config import Config, is_loopback
 from ..core.dispatch import Dispatcher
 from ..core.promises import PromiseStore
@@ -127,7 +127,7 @@ async def serve(
         for binding, address in _bindings(dispatcher, config, prompts, resources):
             host, port = address
             sock = (sockets or {}).get(binding.name)
-            _guard_accept(await _listen(binding, host, port, reuse_port, sock))
+            guard_accept(await _listen(binding, host, port, reuse_port, sock))
             bindings.append(binding)
     except BaseException:
         await asyncio.gather(*(b.close() for b in bindings))
@@ -347,7 +347,7 @@ FD_RESERVE = 32
 ACCEPTS_PER_TURN = 16
 #: accept() errors meaning "out of file descriptors or memory", after which asyncio
 #: stops accepting on that listener for a second.
-_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 def raise_fd_limit() -> int | None:
@@ -413,47 +413,15 @@ def fit_connections_to_fd_limit(config: Config, fd_limit: int | None) -> Config:
     return dataclasses.replace(config, max_connections=http_fit, grpc_max_connections=grpc_fit)
 
 
-#: Listening sockets whose accept() just failed for lack of resources.
-_failed_accepts: weakref.WeakSet[socket.socket] = weakref.WeakSet()
-_accepted: weakref.WeakKeyDictionary[socket.socket, int] = weakref.WeakKeyDictionary()
+def guard_accept(server: asyncio.AbstractServer) -> None:
+    """Bound each turn's accepts of ``server`` to :data:`ACCEPTS_PER_TURN` and end
+    asyncio's accept loop at the first EMFILE, where the speed paths are on
+    (:mod:`mcplite.ops.accel`: it changes asyncio's listening sockets).  Off
+    (``MCPLITE_ACCEL=0``), asyncio accepts as it does by itself."""
+    if enabled("serve", {}):
+        from .accel import guard_listeners
 
-
-class _Listener(socket.socket):
-    """A listening socket that ends asyncio's accept loop at the first EMFILE, and
-    after :data:`ACCEPTS_PER_TURN` connections.
-
-    On such an error asyncio (3.11-3.13) pauses the listener for a second but goes
-    on calling accept() up to ``backlog`` times in the same turn, logging the error
-    and scheduling one more resume each time; the resumes then multiply into a storm
-    of log lines and wasted turns.  After one failure this raises BlockingIOError,
-    which ends that loop.
-    """
-
-    __slots__ = ()
-
-    def accept(self) -> tuple[socket.socket, Any]:
-        if self in _failed_accepts:
-            _failed_accepts.discard(self)
-            raise BlockingIOError(errno.EAGAIN, "accepting paused")
-        taken = _accepted.get(self, 0)
-        if taken >= ACCEPTS_PER_TURN:
-            raise BlockingIOError(errno.EAGAIN, "the rest in the next turn")
-        if not taken:  # the count starts again in the next turn
-            asyncio.get_running_loop().call_soon(_accepted.pop, self, None)
-        _accepted[self] = taken + 1
-        try:
-            return super().accept()
-        except OSError as exc:
-            if exc.errno in _OUT_OF_RESOURCES:
-                _failed_accepts.add(self)
-            raise
-
-
-def _guard_accept(server: asyncio.AbstractServer) -> None:
-    """Make the listening sockets of ``server`` :class:`_Listener` ones."""
-    for sock in getattr(server, "_sockets", None) or ():  # asyncio.Server's own sockets
-        if type(sock) is socket.socket:
-            sock.__class__ = _Listener
+        guard_listeners(server, ACCEPTS_PER_TURN, OUT_OF_RESOURCES)
 
 
 class _AcceptErrorsOnce:
@@ -468,9 +436,7 @@ class _AcceptErrorsOnce:
 
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
-        if not (
-            isinstance(exc, OSError) and exc.errno in _OUT_OF_RESOURCES and "socket" in context
-        ):
+        if not (isinstance(exc, OSError) and exc.errno in OUT_OF_RESOURCES and "socket" in context):
             loop.default_exception_handler(context)
             return
         now = loop.time()

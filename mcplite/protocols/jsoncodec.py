@@ -14,8 +14,10 @@ import enum
 import json
 import json.scanner
 import sys
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+from ..core.accel import enabled
 from ..core.errors import ParseError
 
 __all__ = ["decode", "encode"]
@@ -39,17 +41,12 @@ def _default(value: Any) -> Any:
 _encoder = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
 )
-# JSONEncoder.encode builds its C encoder again on every call (a third of the
-# cost of encoding a small reply); it is built once here.  No circular-reference
-# markers: a cycle ends in RecursionError, which encode() reports as ValueError.
-_make_encoder: Any = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-_c_encode: Any = (
-    None
-    if _make_encoder is None  # no C accelerator (never on CPython)
-    else _make_encoder(
-        None, _default, json.encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-)
+# The standard library's C encoder built once, where the speed path is on.
+_c_encode: Callable[[Any, int], Iterable[str]] | None = None
+if enabled("json", {}):
+    from .accel import c_encoder
+
+    _c_encode = c_encoder(_default)
 
 
 _ascii_encode = json.JSONEncoder(

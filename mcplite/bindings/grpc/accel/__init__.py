@@ -8,7 +8,7 @@ binding uses grpclib's public API alone (:mod:`..paths` says what differs).
 
 from __future__ import annotations
 
-from ...accel import enabled
+from ....core.accel import enabled
 
 __all__ = ["TESTED", "on"]
 

@@ -10,7 +10,7 @@ or the other), and answers the same bytes.
 
 from __future__ import annotations
 
-from ...accel import enabled
+from ....core.accel import enabled
 
 __all__ = ["TESTED", "on"]
 

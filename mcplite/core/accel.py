@@ -1,8 +1,10 @@
-"""Whether a binding's speed paths (its ``accel/`` modules) are on.
+"""Whether a part's speed paths (its ``accel`` modules) are on.
 
 A speed path works on a dependency's private internals, so it is only safe on
 the versions it was tested with.  Each binding's ``accel/__init__.py`` holds the
-table of those versions and asks :func:`enabled`, which says no when
+table of those versions and asks :func:`enabled` (as do the JSON encoder of
+:mod:`mcplite.protocols.accel` and the listening-socket guard of
+:mod:`mcplite.ops.accel`, on the standard library), which says no when
 
 * ``MCPLITE_ACCEL`` is ``0``, ``false``, ``no`` or ``off`` (any case), or
 * an installed version of a package in the table is not one listed for it
