@@ -548,7 +548,7 @@ class HttpTransport:
                         if not isinstance(event, h11.Data):
                             continue
                         for kind, payload in parser.feed(bytes(event.data)):
-                            item = _sse_item(kind, payload)
+                            item = sse_item(kind, payload)
                             if isinstance(item, Partial | ProgressUpdate):
                                 yield item
                             elif item is not None:
@@ -603,7 +603,7 @@ def _reason(exc: BaseException) -> str:
     return strerror or str(exc) or type(exc).__name__  # e.g. a resolver's error
 
 
-def _sse_item(kind: str, payload: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
+def sse_item(kind: str, payload: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
     """One SSE event: a Partial, the tool's progress, the final result, or None
     (heartbeat, unknown, a progress event not in its shape)."""
     if kind not in ("message", "done", "error", "progress"):

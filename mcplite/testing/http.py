@@ -35,7 +35,7 @@ from ..client import (
     TransportError,
     error_from_object,
 )
-from ..client._http import SseParser
+from ..client._http import SseParser, sse_item
 from .transports import MemoryTransport, transport_pair
 
 __all__ = ["HttpResponse", "HttpSession", "LiteTransport", "StreamingResponse"]
@@ -441,7 +441,7 @@ class LiteTransport:
                 return
             final: dict[str, Any] | None = None
             async for kind, data in r.events():
-                item = _sse_item(kind, data)
+                item = sse_item(kind, data)
                 if isinstance(item, Partial | ProgressUpdate):
                     yield item
                 elif item is not None:
@@ -475,23 +475,3 @@ def _result(reply: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(result, dict):
         raise TransportError("a JSON-RPC reply without a result")
     return result
-
-
-def _sse_item(kind: str, data: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
-    """One event of an MCP-lite stream: a part, progress, the final result, or None
-    (a heartbeat).  An ``error`` event raises its RPCError."""
-    if kind not in ("message", "progress", "done", "error"):
-        return None
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        raise TransportError(f"malformed SSE {kind} event: {data[:200]!r}") from None
-    if not isinstance(payload, dict):
-        raise TransportError(f"malformed SSE {kind} event: {data[:200]!r}")
-    if kind == "message":
-        return Partial(payload.get("partial"))
-    if kind == "progress":
-        return ProgressUpdate.from_json(payload)
-    if kind == "error":
-        raise error_from_object(payload)
-    return payload
