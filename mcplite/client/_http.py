@@ -339,6 +339,16 @@ class HttpTransport:
         else:
             conn.close()
 
+    def _settle(self, conn: _Connection | None, done: bool) -> None:
+        """After an exchange: ``conn`` back to the pool when it was ``done``, else
+        dropped (what it still holds is unknown)."""
+        if conn is None:
+            return
+        if done:
+            self._release(conn)
+        else:
+            self._discard(conn)
+
     def _discard(self, conn: _Connection) -> None:
         self._busy.discard(conn)
         conn.close()
@@ -420,22 +430,18 @@ class HttpTransport:
         self, path: str, body: bytes, timeout: float, idempotent: bool
     ) -> tuple[h11.Response, bytes]:
         conn: _Connection | None = None
+        done = False
         try:
             async with asyncio.timeout(timeout):
                 conn, head = await self._start(path, body, "application/json", idempotent)
                 data = await self._read_body(conn)
+            done = True
         except TimeoutError:
-            if conn is not None:
-                self._discard(conn)
             raise RequestTimeout(
                 f"no answer from {self.origin}{path} within {timeout:g} s"
             ) from None
-        except BaseException:
-            if conn is not None:
-                self._discard(conn)
-            raise
-        assert conn is not None
-        self._release(conn)
+        finally:
+            self._settle(conn, done)
         return head, data
 
     # --- the binding ------------------------------------------------------------------
@@ -525,6 +531,7 @@ class HttpTransport:
         body = self._rpc_body(name, arguments)
         conn: _Connection | None = None
         final: dict[str, Any] | None = None
+        done = False
         try:
             try:
                 async with asyncio.timeout(timeout):
@@ -557,12 +564,9 @@ class HttpTransport:
                 raise RequestTimeout(
                     f"nothing from {self.origin}{path} for {timeout:g} s during a stream"
                 ) from None
-        except BaseException:
-            if conn is not None:
-                self._discard(conn)
-            raise
-        assert conn is not None
-        self._release(conn)
+            done = True
+        finally:
+            self._settle(conn, done)
         if final is None:
             raise TransportError("the stream ended without its final result")
         yield final
