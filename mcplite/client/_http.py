@@ -256,7 +256,31 @@ class _Connection(asyncio.Protocol):
         await self._closed
 
 
-class HttpTransport:
+class PromptsOverRpc:
+    """``list_prompts`` and ``get_prompt`` of a transport whose ``request`` sends
+    any JSON-RPC request (the MCP-lite HTTP binding's ``/rpc``)."""
+
+    origin: str
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One JSON-RPC request: its result object.  Raises RPCError, TransportError."""
+        raise NotImplementedError
+
+    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
+        """The server's prompts.  Raises RPCError, TransportError."""
+        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
+        if not isinstance(prompts, list):
+            raise TransportError(f"{self.origin} answered no list of prompts")
+        return [p for p in prompts if isinstance(p, dict)]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float
+    ) -> dict[str, Any]:
+        """Prompt ``name`` filled in.  Raises RPCError, TransportError."""
+        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
+
+
+class HttpTransport(PromptsOverRpc):
     """The MCP-lite HTTP binding from the client side (see the module doc).
 
     With ``tls``, connections use ``ssl_context`` (default: the system's CAs).
@@ -512,17 +536,6 @@ class HttpTransport:
         if not isinstance(result, dict):
             raise TransportError(f"{self.origin}{path} answered a JSON-RPC reply without a result")
         return result
-
-    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
-        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
-        if not isinstance(prompts, list):
-            raise TransportError(f"{self.origin} answered no list of prompts")
-        return [p for p in prompts if isinstance(p, dict)]
-
-    async def get_prompt(
-        self, name: str, arguments: dict[str, str], timeout: float
-    ) -> dict[str, Any]:
-        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
 
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float

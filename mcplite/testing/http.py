@@ -35,7 +35,7 @@ from ..client import (
     TransportError,
     error_from_object,
 )
-from ..client._http import SseParser, sse_item
+from ..client._http import PromptsOverRpc, SseParser, sse_item
 from .transports import MemoryTransport, transport_pair
 
 __all__ = ["HttpResponse", "HttpSession", "LiteTransport", "StreamingResponse"]
@@ -368,10 +368,12 @@ class HttpSession:
 _USER_AGENT = f"mcplite-testing/{__version__}"
 
 
-class LiteTransport:
+class LiteTransport(PromptsOverRpc):
     """The MCP-lite HTTP endpoints under ``base_path`` as a
     :class:`mcplite.client.Transport` (with prompts and any JSON-RPC request), over
     ``session``."""
+
+    origin = "the server"  # what its errors call the server (there is no address)
 
     def __init__(
         self, session: HttpSession, base_path: str, *, authorization: str | None = None
@@ -416,17 +418,6 @@ class LiteTransport:
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         """One JSON-RPC request to ``/rpc``: its result.  Raises RPCError, TransportError."""
         return _result(await self._post("/rpc", self._rpc(method, params), timeout))
-
-    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
-        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
-        if not isinstance(prompts, list):
-            raise TransportError("the server answered no list of prompts")
-        return [prompt for prompt in prompts if isinstance(prompt, dict)]
-
-    async def get_prompt(
-        self, name: str, arguments: dict[str, str], timeout: float
-    ) -> dict[str, Any]:
-        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
 
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
