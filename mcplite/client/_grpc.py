@@ -200,17 +200,21 @@ class GrpcTransport:
         self.origin = f"{scheme}://{authority}:{port}"
         self._ssl = ssl_context
         self._metadata = {"authorization": authorization} if authorization is not None else None
-        self._channel: _Channel | None = None
+        self._channel: Channel | None = None
 
     def _chan(self) -> Channel:
         # Made on first use: grpclib binds the channel to the running loop.
         if self._channel is None:
-            self._channel = _Channel(self.host, self.port, ssl=self._ssl, codec=BytesCodec())
+            self._channel = self._open()
         return self._channel
+
+    def _open(self) -> Channel:
+        """A new channel to the server (a subclass may connect otherwise)."""
+        return _Channel(self.host, self.port, ssl=self._ssl, codec=BytesCodec())
 
     async def aclose(self) -> None:
         channel, self._channel = self._channel, None
-        if channel is None:
+        if not isinstance(channel, _Channel):
             return
         channel.close()
         closing = [p.closed for p in channel.protocols if p.closed is not None]

@@ -256,7 +256,31 @@ class _Connection(asyncio.Protocol):
         await self._closed
 
 
-class HttpTransport:
+class PromptsOverRpc:
+    """``list_prompts`` and ``get_prompt`` of a transport whose ``request`` sends
+    any JSON-RPC request (the MCP-lite HTTP binding's ``/rpc``)."""
+
+    origin: str
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One JSON-RPC request: its result object.  Raises RPCError, TransportError."""
+        raise NotImplementedError
+
+    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
+        """The server's prompts.  Raises RPCError, TransportError."""
+        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
+        if not isinstance(prompts, list):
+            raise TransportError(f"{self.origin} answered no list of prompts")
+        return [p for p in prompts if isinstance(p, dict)]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float
+    ) -> dict[str, Any]:
+        """Prompt ``name`` filled in.  Raises RPCError, TransportError."""
+        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
+
+
+class HttpTransport(PromptsOverRpc):
     """The MCP-lite HTTP binding from the client side (see the module doc).
 
     With ``tls``, connections use ``ssl_context`` (default: the system's CAs).
@@ -339,6 +363,16 @@ class HttpTransport:
         else:
             conn.close()
 
+    def _settle(self, conn: _Connection | None, done: bool) -> None:
+        """After an exchange: ``conn`` back to the pool when it was ``done``, else
+        dropped (what it still holds is unknown)."""
+        if conn is None:
+            return
+        if done:
+            self._release(conn)
+        else:
+            self._discard(conn)
+
     def _discard(self, conn: _Connection) -> None:
         self._busy.discard(conn)
         conn.close()
@@ -420,22 +454,18 @@ class HttpTransport:
         self, path: str, body: bytes, timeout: float, idempotent: bool
     ) -> tuple[h11.Response, bytes]:
         conn: _Connection | None = None
+        done = False
         try:
             async with asyncio.timeout(timeout):
                 conn, head = await self._start(path, body, "application/json", idempotent)
                 data = await self._read_body(conn)
+            done = True
         except TimeoutError:
-            if conn is not None:
-                self._discard(conn)
             raise RequestTimeout(
                 f"no answer from {self.origin}{path} within {timeout:g} s"
             ) from None
-        except BaseException:
-            if conn is not None:
-                self._discard(conn)
-            raise
-        assert conn is not None
-        self._release(conn)
+        finally:
+            self._settle(conn, done)
         return head, data
 
     # --- the binding ------------------------------------------------------------------
@@ -507,17 +537,6 @@ class HttpTransport:
             raise TransportError(f"{self.origin}{path} answered a JSON-RPC reply without a result")
         return result
 
-    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
-        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
-        if not isinstance(prompts, list):
-            raise TransportError(f"{self.origin} answered no list of prompts")
-        return [p for p in prompts if isinstance(p, dict)]
-
-    async def get_prompt(
-        self, name: str, arguments: dict[str, str], timeout: float
-    ) -> dict[str, Any]:
-        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
-
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
     ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
@@ -525,6 +544,7 @@ class HttpTransport:
         body = self._rpc_body(name, arguments)
         conn: _Connection | None = None
         final: dict[str, Any] | None = None
+        done = False
         try:
             try:
                 async with asyncio.timeout(timeout):
@@ -548,7 +568,7 @@ class HttpTransport:
                         if not isinstance(event, h11.Data):
                             continue
                         for kind, payload in parser.feed(bytes(event.data)):
-                            item = _sse_item(kind, payload)
+                            item = sse_item(kind, payload)
                             if isinstance(item, Partial | ProgressUpdate):
                                 yield item
                             elif item is not None:
@@ -557,12 +577,9 @@ class HttpTransport:
                 raise RequestTimeout(
                     f"nothing from {self.origin}{path} for {timeout:g} s during a stream"
                 ) from None
-        except BaseException:
-            if conn is not None:
-                self._discard(conn)
-            raise
-        assert conn is not None
-        self._release(conn)
+            done = True
+        finally:
+            self._settle(conn, done)
         if final is None:
             raise TransportError("the stream ended without its final result")
         yield final
@@ -603,7 +620,7 @@ def _reason(exc: BaseException) -> str:
     return strerror or str(exc) or type(exc).__name__  # e.g. a resolver's error
 
 
-def _sse_item(kind: str, payload: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
+def sse_item(kind: str, payload: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
     """One SSE event: a Partial, the tool's progress, the final result, or None
     (heartbeat, unknown, a progress event not in its shape)."""
     if kind not in ("message", "done", "error", "progress"):

@@ -256,54 +256,57 @@ def _register_prompts_and_resources(
         )
         _security_options(parser)
 
-    prompts = subparsers.add_parser(
-        "prompts",
-        help="list the prompts of a server",
-        description="List the prompts of a server: name, description and arguments "
-        "(* marks the required ones).",
-    )
-    prompts.add_argument("url", metavar="URL", help=url_help)
-    prompts.add_argument("--json", action="store_true", help="print the prompts as JSON")
-    timeout_option(prompts)
-    prompts.set_defaults(client_command="prompts", log_level="warning")
+    def command(
+        name: str,
+        summary: str,
+        description: str,
+        json_help: str,
+        *positionals: tuple[str, str, str, str | None],
+    ) -> argparse.ArgumentParser:
+        # URL, then ``positionals`` (dest, metavar, help, nargs), --json, --timeout
+        # and the security options: the order their help lists them in.
+        parser = subparsers.add_parser(name, help=summary, description=description)
+        parser.add_argument("url", metavar="URL", help=url_help)
+        for dest, metavar, what, nargs in positionals:
+            parser.add_argument(dest, metavar=metavar, help=what, nargs=nargs)
+        parser.add_argument("--json", action="store_true", help=json_help)
+        timeout_option(parser)
+        parser.set_defaults(client_command=name, log_level="warning")
+        return parser
 
-    prompt = subparsers.add_parser(
+    command(
+        "prompts",
+        "list the prompts of a server",
+        "List the prompts of a server: name, description and arguments "
+        "(* marks the required ones).",
+        "print the prompts as JSON",
+    )
+    prompt = command(
         "prompt",
-        help="get a prompt, filled in",
-        description="Get a prompt of a server with its arguments (key=value, taken as "
+        "get a prompt, filled in",
+        "Get a prompt of a server with its arguments (key=value, taken as "
         "strings) and print its messages. Exit status: 0 the messages, 2 usage, "
         "3 connection, 5 unknown prompt or invalid arguments, 6 other protocol error, "
         "7 timeout.",
+        "print the whole result as JSON",
+        ("name", "NAME", "the prompt", None),
+        ("pairs", "KEY=VALUE", "an argument", "*"),
     )
-    prompt.__class__ = _IntermixedParser
-    prompt.add_argument("url", metavar="URL", help=url_help)
-    prompt.add_argument("name", metavar="NAME", help="the prompt")
-    prompt.add_argument("pairs", metavar="KEY=VALUE", nargs="*", help="an argument")
-    prompt.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    timeout_option(prompt)
-    prompt.set_defaults(client_command="prompt", log_level="warning")
-
-    resources = subparsers.add_parser(
+    prompt.__class__ = _IntermixedParser  # made by the caller's parser class
+    command(
         "resources",
-        help="list the resources of a server",
-        description="List the resources and resource templates of a server (HTTP).",
+        "list the resources of a server",
+        "List the resources and resource templates of a server (HTTP).",
+        "print them as JSON",
     )
-    resources.add_argument("url", metavar="URL", help=url_help)
-    resources.add_argument("--json", action="store_true", help="print them as JSON")
-    timeout_option(resources)
-    resources.set_defaults(client_command="resources", log_level="warning")
-
-    read = subparsers.add_parser(
+    command(
         "read",
-        help="read a resource",
-        description="Read a resource of a server (HTTP) and print its contents: text as "
+        "read a resource",
+        "Read a resource of a server (HTTP) and print its contents: text as "
         "it is, binary contents as bytes. Exit status: 5 unknown resource.",
+        "print the contents as JSON",
+        ("uri", "URI", "the resource's URI", None),
     )
-    read.add_argument("url", metavar="URL", help=url_help)
-    read.add_argument("uri", metavar="URI", help="the resource's URI")
-    read.add_argument("--json", action="store_true", help="print the contents as JSON")
-    timeout_option(read)
-    read.set_defaults(client_command="read", log_level="warning")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import math
 import typing
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,17 +241,7 @@ def _assemble(
                 value = stage(value)
             except Fail as exc:
                 failed = exc
-        for check in generic:
-            try:
-                value = check(value)
-            except Fail as exc:
-                if failed is None:
-                    failed = exc
-                else:
-                    failed.errors.extend(exc.errors)
-        if failed is not None:
-            raise failed
-        return value
+        return _through_all(generic, value, failed)
 
     if generic or declared is None or len(declared) != 1:
         return node
@@ -381,20 +371,25 @@ def _all_of(spec: _Branches) -> Node:
     nodes = tuple(node for node, _ in spec.branches)
 
     def check(value: Any) -> Any:
-        failed: Fail | None = None
-        for node in nodes:
-            try:
-                value = node(value)
-            except Fail as exc:
-                if failed is None:
-                    failed = exc
-                else:
-                    failed.errors.extend(exc.errors)
-        if failed is not None:
-            raise failed
-        return value
+        return _through_all(nodes, value)
 
     return check
+
+
+def _through_all(nodes: Iterable[Node], value: Any, failed: Fail | None = None) -> Any:
+    """``value`` passed through each of ``nodes`` in turn.  Raises Fail with the
+    errors of ``failed`` and of every node that failed, when there are any."""
+    for node in nodes:
+        try:
+            value = node(value)
+        except Fail as exc:
+            if failed is None:
+                failed = exc
+            else:
+                failed.errors.extend(exc.errors)
+    if failed is not None:
+        raise failed
+    return value
 
 
 def _not(node: Node) -> Node:

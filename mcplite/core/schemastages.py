@@ -120,6 +120,16 @@ def string_stage(schema: Mapping[str, Any], where: str) -> Node | None:
     return check
 
 
+def _nested(errors: list[PathError] | None, exc: Fail, key: Any) -> list[PathError]:
+    """``errors`` (a new list for None) with those of ``exc``, a child's, put under
+    ``key`` (an item's index or a property's name)."""
+    for parts, _ in exc.errors:
+        parts.append(key)
+    errors = errors or []
+    errors.extend(exc.errors)
+    return errors
+
+
 def _too_many(errors: list[PathError]) -> bool:
     if len(errors) < _MAX_ERRORS:
         return False
@@ -160,10 +170,7 @@ def array_stage(schema: Mapping[str, Any], where: str, doc: Document) -> Node | 
                 try:
                     new = items(item)
                 except Fail as exc:
-                    for parts, _ in exc.errors:
-                        parts.append(index)
-                    errors = errors or []
-                    errors.extend(exc.errors)
+                    errors = _nested(errors, exc, index)
                     if _too_many(errors):
                         break
                     continue
@@ -236,10 +243,7 @@ def object_stage(
             try:
                 new = child(item)
             except Fail as exc:
-                for parts, _ in exc.errors:
-                    parts.append(key)
-                errors = errors or []
-                errors.extend(exc.errors)
+                errors = _nested(errors, exc, key)
                 if _too_many(errors):
                     break
                 continue

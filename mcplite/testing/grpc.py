@@ -19,32 +19,20 @@ grpclib internals used (as ``grpclib.testing.ChannelFor`` does; grpclib 0.4.9):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-from grpclib.client import Channel, Stream
-from grpclib.const import Cardinality
+from grpclib.client import Channel
 from grpclib.encoding.base import CodecBase, StatusDetailsCodecBase
-from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.protocol import H2Protocol
 
-from ..client import Partial, ProgressUpdate, RequestTimeout, TransportError
-from ..client._grpc import BytesCodec, grpc_error, result_of
-from ..protocols.protobuf import (
-    CodecError,
-    decode_tool_response,
-    decode_tools_list,
-    encode_tool_request,
-)
+from ..client._grpc import BytesCodec, GrpcTransport
 from .transports import transport_pair
 
 __all__ = ["GrpcLiteTransport", "MemoryChannel"]
 
-_SERVICE = "/mcplite.MCPLite/"
 #: Seconds the closing of a connection is waited for.
 CLOSE_WAIT = 1.0
-#: What grpclib raises for an answer or a broken connection (see mcplite.client).
-_GRPCLIB_ERRORS = (GRPCError, StreamTerminatedError, OSError, CodecError)
 
 
 class _Protocol(H2Protocol):
@@ -98,13 +86,12 @@ class MemoryChannel(Channel):
             await asyncio.wait(closing, timeout=CLOSE_WAIT)
 
 
-class GrpcLiteTransport:
+class GrpcLiteTransport(GrpcTransport):
     """The ``mcplite.MCPLite`` service as a :class:`mcplite.client.Transport`, over a
     :class:`MemoryChannel` to ``connection()`` made on first use.  ``authorization``
-    is the ``authorization`` metadata of every call.  No prompts or resources (the
-    HTTP binding carries those)."""
-
-    origin = "grpc://in-memory"
+    is the ``authorization`` metadata of every call.  Requests, answers and errors
+    are :class:`mcplite.client.GrpcTransport`'s own; no resources (the HTTP
+    binding carries those)."""
 
     def __init__(
         self,
@@ -113,110 +100,17 @@ class GrpcLiteTransport:
         authorization: str | None = None,
         socket_buffer: int = 64 * 1024,
     ) -> None:
+        # Not GrpcTransport's __init__: there is no host, port or TLS to keep.
+        self.origin = "grpc://in-memory"
         self.connection = connection
         self.socket_buffer = socket_buffer
         self._metadata = {"authorization": authorization} if authorization is not None else None
-        self._channel: MemoryChannel | None = None
+        self._channel: Channel | None = None
 
-    def _chan(self) -> MemoryChannel:
-        # Made on first use: grpclib binds a channel to the running loop.
-        if self._channel is None:
-            self._channel = MemoryChannel(
-                self.connection, codec=BytesCodec(), socket_buffer=self.socket_buffer
-            )
-        return self._channel
-
-    def _failure(self, exc: BaseException, stream: Stream[bytes, bytes] | None) -> Exception:
-        if isinstance(exc, GRPCError):
-            metadata = stream.trailing_metadata if stream is not None else None
-            return grpc_error(exc, metadata, self.origin)
-        if isinstance(exc, TimeoutError):
-            return RequestTimeout(f"no answer from {self.origin} in time")
-        return TransportError(f"connection to {self.origin} broken: {exc or type(exc).__name__}")
-
-    def _request(self, name: str, arguments: dict[str, Any]) -> bytes:
-        try:
-            return encode_tool_request(name, arguments)
-        except UnicodeEncodeError:
-            raise TransportError("gRPC cannot carry a string with a lone surrogate") from None
-
-    async def _unary(self, method: str, payload: bytes, timeout: float) -> bytes:
-        stream: Stream[bytes, bytes] | None = None
-        try:
-            stream = self._chan().request(
-                _SERVICE + method,
-                Cardinality.UNARY_UNARY,
-                bytes,
-                bytes,
-                timeout=timeout,
-                metadata=self._metadata,
-            )
-            async with stream:
-                await stream.send_message(payload, end=True)
-                reply = await stream.recv_message()
-        except _GRPCLIB_ERRORS as exc:
-            raise self._failure(exc, stream) from None
-        if reply is None:
-            raise TransportError(f"{self.origin} answered {method} without a message")
-        return reply
-
-    async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
-        data = await self._unary("GetTools", b"", timeout)
-        try:
-            return decode_tools_list(data)
-        except CodecError as exc:
-            raise self._failure(exc, None) from None
-
-    async def call(
-        self, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
-    ) -> dict[str, Any]:
-        data = await self._unary("CallTool", self._request(name, arguments), timeout)
-        try:
-            result, meta = decode_tool_response(data)
-        except CodecError as exc:
-            raise self._failure(exc, None) from None
-        if meta is None:
-            raise TransportError(f"{self.origin} answered CallTool without meta")
-        return result_of(result, meta)
-
-    async def stream(
-        self, name: str, arguments: dict[str, Any], timeout: float
-    ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
-        payload = self._request(name, arguments)
-        stream: Stream[bytes, bytes] | None = None
-        final: dict[str, Any] | None = None
-        try:
-            stream = self._chan().request(
-                _SERVICE + "CallToolStream",
-                Cardinality.UNARY_STREAM,
-                bytes,
-                bytes,
-                metadata=self._metadata,
-            )
-            async with stream:
-                async with asyncio.timeout(timeout):
-                    await stream.send_message(payload, end=True)
-                while True:
-                    async with asyncio.timeout(timeout):
-                        data = await stream.recv_message()
-                    if data is None:
-                        break
-                    result, meta = decode_tool_response(data)
-                    if meta is None and "partial" not in result and "progress" in result:
-                        progress = ProgressUpdate.from_json(result)  # the tool's progress
-                        if progress is not None:
-                            yield progress
-                    elif meta is None or (meta.extra or {}).get("partial") is True:
-                        yield Partial(result.get("partial"))
-                    else:
-                        final = result_of(result, meta)
-        except _GRPCLIB_ERRORS as exc:
-            raise self._failure(exc, stream) from None
-        if final is None:
-            raise TransportError("the stream ended without its final result")
-        yield final
+    def _open(self) -> MemoryChannel:
+        return MemoryChannel(self.connection, codec=BytesCodec(), socket_buffer=self.socket_buffer)
 
     async def aclose(self) -> None:
         channel, self._channel = self._channel, None
-        if channel is not None:
+        if isinstance(channel, MemoryChannel):
             await channel.aclose()

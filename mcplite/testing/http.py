@@ -35,7 +35,7 @@ from ..client import (
     TransportError,
     error_from_object,
 )
-from ..client._http import SseParser
+from ..client._http import PromptsOverRpc, SseParser, sse_item
 from .transports import MemoryTransport, transport_pair
 
 __all__ = ["HttpResponse", "HttpSession", "LiteTransport", "StreamingResponse"]
@@ -368,10 +368,12 @@ class HttpSession:
 _USER_AGENT = f"mcplite-testing/{__version__}"
 
 
-class LiteTransport:
+class LiteTransport(PromptsOverRpc):
     """The MCP-lite HTTP endpoints under ``base_path`` as a
     :class:`mcplite.client.Transport` (with prompts and any JSON-RPC request), over
     ``session``."""
+
+    origin = "the server"  # what its errors call the server (there is no address)
 
     def __init__(
         self, session: HttpSession, base_path: str, *, authorization: str | None = None
@@ -417,17 +419,6 @@ class LiteTransport:
         """One JSON-RPC request to ``/rpc``: its result.  Raises RPCError, TransportError."""
         return _result(await self._post("/rpc", self._rpc(method, params), timeout))
 
-    async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
-        prompts = (await self.request("prompts/list", {}, timeout)).get("prompts")
-        if not isinstance(prompts, list):
-            raise TransportError("the server answered no list of prompts")
-        return [prompt for prompt in prompts if isinstance(prompt, dict)]
-
-    async def get_prompt(
-        self, name: str, arguments: dict[str, str], timeout: float
-    ) -> dict[str, Any]:
-        return await self.request("prompts/get", {"name": name, "arguments": arguments}, timeout)
-
     async def stream(
         self, name: str, arguments: dict[str, Any], timeout: float
     ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
@@ -441,7 +432,7 @@ class LiteTransport:
                 return
             final: dict[str, Any] | None = None
             async for kind, data in r.events():
-                item = _sse_item(kind, data)
+                item = sse_item(kind, data)
                 if isinstance(item, Partial | ProgressUpdate):
                     yield item
                 elif item is not None:
@@ -475,23 +466,3 @@ def _result(reply: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(result, dict):
         raise TransportError("a JSON-RPC reply without a result")
     return result
-
-
-def _sse_item(kind: str, data: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
-    """One event of an MCP-lite stream: a part, progress, the final result, or None
-    (a heartbeat).  An ``error`` event raises its RPCError."""
-    if kind not in ("message", "progress", "done", "error"):
-        return None
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        raise TransportError(f"malformed SSE {kind} event: {data[:200]!r}") from None
-    if not isinstance(payload, dict):
-        raise TransportError(f"malformed SSE {kind} event: {data[:200]!r}")
-    if kind == "message":
-        return Partial(payload.get("partial"))
-    if kind == "progress":
-        return ProgressUpdate.from_json(payload)
-    if kind == "error":
-        raise error_from_object(payload)
-    return payload
