@@ -1,4 +1,4 @@
-"""Write mcplite/protocols/_proto/descriptors.py from a descriptor set that protoc wrote.
+"""Write mcplite/protocols/generated/descriptors.py from a descriptor set that protoc wrote.
 
 Run by scripts/gen_proto.sh (``python scripts/gen_descriptors.py SET OUT``), never
 by hand.  SET is protoc's ``--descriptor_set_out --include_imports`` output for the

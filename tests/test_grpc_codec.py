@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from mcplite.core.outcomes import ResponseType
 from mcplite.core.wire import RESPONSE_TYPE_CODES
 from mcplite.protocols import prototags, protowire
-from mcplite.protocols._proto import mcplite as generated
+from mcplite.protocols.generated import mcplite as generated
 from mcplite.protocols.protobuf import (
     MAX_DEPTH,
     CodecError,
@@ -573,14 +573,14 @@ def test_the_call_codec_and_the_grpc_client_load_no_server_code() -> None:
     code = (
         "import sys, mcplite.protocols.protocalls, mcplite.client._grpc; "
         "loaded = [m for m in sys.modules if m.startswith(('grpclib.server', "
-        "'mcplite.bindings', 'mcplite.protocols._proto.mcplite'))]; "
+        "'mcplite.bindings', 'mcplite.protocols.generated.mcplite'))]; "
         "assert loaded == [], loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_the_codec_imports_on_its_own_without_the_grpc_server() -> None:
-    # The client imports the codec first; the codec imports mcplite.protocols._proto.
+    # The client imports the codec first; the codec imports mcplite.protocols.generated.
     code = (
         "import sys, mcplite.protocols.protobuf; "
         "assert 'mcplite.bindings.grpc.service' not in sys.modules"
@@ -605,20 +605,19 @@ def test_the_committed_betterproto_code_is_what_the_proto_generates(tmp_path: Pa
     def sources(root: Path) -> dict[str, str]:
         return {path.relative_to(root).as_posix(): path.read_text() for path in root.rglob("*.py")}
 
-    committed = sources(ROOT / "mcplite" / "protocols" / "_proto")
+    committed = sources(ROOT / "mcplite" / "protocols" / "generated")
     assert committed == sources(fresh), "run scripts/gen_proto.sh"
     assert "mcplite/__init__.py" in committed
     # The standard health and reflection messages, and the descriptors reflection sends.
     assert {
         "grpc/health/v1/__init__.py",
         "grpc/reflection/v1/__init__.py",
-        "grpc/reflection/v1alpha/__init__.py",
         "descriptors.py",
     } <= set(committed)
 
 
 def test_betterproto_reads_our_tool_response_meta() -> None:
-    from mcplite.protocols._proto import mcplite as generated
+    from mcplite.protocols.generated import mcplite as generated
 
     response = generated.ToolResponse().parse(encode_tool_response(RESULT, FULL_META))
     assert response.meta.response_type == generated.ResponseType.PROMISE

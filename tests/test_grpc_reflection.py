@@ -38,7 +38,7 @@ from grpc_support import ACCEL, ROOT, accel_only, plain_only, protos
 from grpc_tools import protoc
 
 from mcplite import Tools
-from mcplite.protocols._proto import descriptors
+from mcplite.protocols.generated import descriptors
 
 GRPCURL = Path(sys.executable).parent / "grpcurl"
 OPTIONS = [("grpc.enable_http_proxy", 0)]

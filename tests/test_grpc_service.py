@@ -437,7 +437,7 @@ async def test_the_committed_betterproto_client_works(server: ServerThread) -> N
     from betterproto.lib.google.protobuf import Struct, Value
     from grpclib.client import Channel
 
-    from mcplite.protocols._proto import mcplite as generated
+    from mcplite.protocols.generated import mcplite as generated
 
     channel = Channel("127.0.0.1", server.port)
     try:
@@ -536,7 +536,7 @@ def test_shutdown_cancels_the_calls_still_running_after_the_grace_period() -> No
 async def test_create_server_serves_the_service_on_the_running_loop() -> None:
     from grpclib.client import Channel
 
-    from mcplite.protocols._proto import mcplite as generated
+    from mcplite.protocols.generated import mcplite as generated
 
     dispatcher = Dispatcher(make_tools(Signals()), Config(secret=b"k" * 32))
     server = create_server(dispatcher)

@@ -39,7 +39,7 @@ ALLOWED: dict[str, tuple[str, ...] | None] = {
         "mcplite.protocols.protostruct",
         "mcplite.protocols.prototags",
         "mcplite.protocols.protowire",
-        "mcplite.protocols._proto",
+        "mcplite.protocols.generated",
     ),
     "ops": None,
     "demo": None,
@@ -84,7 +84,7 @@ def _sources() -> dict[str, Path]:
     return {
         _module_name(p): p
         for p in sorted(PACKAGE.rglob("*.py"))
-        if "_proto" not in p.relative_to(PACKAGE).parts
+        if "generated" not in p.relative_to(PACKAGE).parts
     }
 
 

@@ -296,7 +296,7 @@ class GrpcTransport:
 
     async def list_prompts(self, timeout: float) -> list[dict[str, Any]]:
         """``GetPrompts``, as MCP ``Prompt`` objects (empty strings left out)."""
-        from ..protocols._proto import mcplite as generated
+        from ..protocols.generated import mcplite as generated
 
         data = await self._unary("GetPrompts", b"", timeout)
         try:
@@ -309,7 +309,7 @@ class GrpcTransport:
         self, name: str, arguments: dict[str, str], timeout: float
     ) -> dict[str, Any]:
         """``GetPrompt``, as MCP's ``GetPromptResult``."""
-        from ..protocols._proto import mcplite as generated
+        from ..protocols.generated import mcplite as generated
 
         try:
             payload = bytes(generated.GetPromptRequest(name=name, arguments=arguments))

@@ -49,7 +49,7 @@ from typing import Any
 import betterproto
 import betterproto.lib.google.protobuf as wkt
 
-from ._proto import mcplite as generated
+from .generated import mcplite as generated
 from .protocalls import (
     ResponseMeta,
     decode_tool_request,

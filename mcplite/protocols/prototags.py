@@ -3,7 +3,7 @@
 ``proto/mcplite.proto`` is the one source.  Every field tag used by the codec
 (field number and wire type) is read once, at import, from the descriptors that
 ``scripts/gen_proto.sh`` generates from it beside the betterproto classes
-(``mcplite.protocols._proto.descriptors``: each proto file's serialized
+(``mcplite.protocols.generated.descriptors``: each proto file's serialized
 ``FileDescriptorProto``, ``google/protobuf/struct.proto`` included); each field's
 type is checked against what the codec writes, so a proto change it cannot
 follow fails at import, not on the wire.  Only ``google.rpc.Status`` and
@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import betterproto
 
-from ._proto.descriptors import FILES
+from .generated.descriptors import FILES
 from .protowire import iter_fields, varint
 
 __all__ = [

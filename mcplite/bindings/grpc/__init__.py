@@ -3,7 +3,7 @@
 ``create_server(dispatcher)`` gives a ``grpclib.server.Server`` serving
 ``mcplite.MCPLite``; :mod:`mcplite.protocols.protobuf` reads and writes the messages; the
 betterproto classes generated from ``proto/mcplite.proto`` (by ``scripts/gen_proto.sh``)
-are in ``mcplite.protocols._proto.mcplite``, where the codec takes its field numbers.
+are in ``mcplite.protocols.generated.mcplite``, where the codec takes its field numbers.
 Beside it every server serves the standard health service (:mod:`.health`) and
 server reflection (:mod:`.reflection`).
 """
@@ -20,7 +20,7 @@ __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "CodecError", "MCPLiteService", "create_s
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: mcplite.protocols.protobuf reads its field numbers from ._proto,
+    # Imported on first use: mcplite.protocols.protobuf reads its field numbers from .generated,
     # whose import runs this file first, so importing .service here would be circular.
     if name == "CodecError":
         from ...protocols.protobuf import CodecError

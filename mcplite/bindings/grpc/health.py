@@ -30,7 +30,7 @@ from grpclib.server import Stream
 
 from ...core.errors import ShuttingDown
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE
-from ...protocols._proto.grpc.health import v1 as messages
+from ...protocols.generated.grpc.health import v1 as messages
 from .messages import RawMessage
 from .paths import chosen
 

@@ -3,9 +3,10 @@
 What lets ``grpcurl list``, ``grpcurl describe`` and calls by name, Postman,
 Evans and grpcui work without a copy of our proto.  Both versions are the same
 messages under two package names (grpcurl 1.8 and grpcio-reflection ask v1alpha;
-newer clients v1), so one handler serves both, each with its own generated classes.
+newer clients v1), so one handler serves both with v1's generated classes (the
+same fields and numbers: the same bytes on the wire).
 
-The answers come from ``mcplite/protocols/_proto/descriptors.py``: each proto file's
+The answers come from ``mcplite/protocols/generated/descriptors.py``: each proto file's
 serialized ``FileDescriptorProto`` with the tables of its symbols, written by
 ``scripts/gen_proto.sh`` from protoc's descriptor set, so no protobuf runtime is
 needed here.  Each request of the stream gets one response, in order:
@@ -34,8 +35,8 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE
-from ...protocols._proto import descriptors
-from ...protocols._proto.grpc.reflection import v1, v1alpha
+from ...protocols.generated import descriptors
+from ...protocols.generated.grpc.reflection import v1
 from .messages import RawMessage
 from .paths import chosen
 
@@ -74,12 +75,12 @@ class ReflectionService:
     def __mapping__(self) -> dict[str, Handler]:
         return {
             f"/{name}/ServerReflectionInfo": Handler(
-                self._handler(version),
+                self._handler(v1),
                 Cardinality.STREAM_STREAM,
                 RawMessage,  # parsed by the handler
-                version.ServerReflectionResponse,
+                v1.ServerReflectionResponse,
             )
-            for name, version in zip(SERVICE_NAMES, (v1, v1alpha), strict=True)
+            for name in SERVICE_NAMES
         }
 
     def _handler(self, version: ModuleType) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
@@ -97,7 +98,7 @@ class ReflectionService:
 
     def answer(self, version: ModuleType, request: Any) -> Any:
         """The ``ServerReflectionResponse`` to a ``ServerReflectionRequest`` of the
-        generated module ``version`` (v1 or v1alpha)."""
+        generated module ``version`` (v1's, for both names)."""
         response = version.ServerReflectionResponse(
             valid_host=request.host, original_request=request
         )

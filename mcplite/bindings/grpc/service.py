@@ -71,7 +71,7 @@ from ...core.errors import MCPLiteError, ShuttingDown
 from ...core.observe import CLIENT_GONE, QUIET, AccessLog, Metrics
 from ...core.prompts import Prompts
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE, ERROR_DATA_KEY
-from ...protocols._proto import mcplite as generated
+from ...protocols.generated import mcplite as generated
 from ...protocols.methods import prompt_methods
 from ...protocols.protobuf import (
     CodecError,
