@@ -182,7 +182,7 @@ class McpServer:
         sent = None if headers is None else headers.get("mcp-protocol-version")
         if modern is None:
             modern = _is_modern(message, sent)
-        return self._answer(message, context, headers, notify, send, fresh, modern, sent)
+        return self._answer(message, context, headers, notify, send, fresh, modern, sent, True)
 
     def call_tool(
         self, message: Any, context: RequestContext, headers: Mapping[str, str]
@@ -195,7 +195,7 @@ class McpServer:
         modern = sent not in LEGACY_VERSIONS if sent is not None else _is_modern(message, None)
         if self.may_notify(message, headers, modern):
             return _no_reply()
-        return self._answer(message, context, headers, None, None, True, modern, sent)
+        return self._answer(message, context, headers, None, None, True, modern, sent, not modern)
 
     async def _answer(
         self,
@@ -207,9 +207,12 @@ class McpServer:
         fresh: bool,
         modern: bool,
         sent_version: str | None,
+        cancellable: bool,
     ) -> McpReply:
         """The one path: the JSON-RPC checks, 2026's ``_meta`` and header checks,
-        the context filled in, the method's handler, the reply (see :meth:`handle`)."""
+        the context filled in, the method's handler, the reply (see :meth:`handle`).
+        ``cancellable``: over HTTP, ``notifications/cancelled`` may stop it (all
+        but 2026's plain JSON calls, whose clients close the connection instead)."""
         profile = MCP_2026 if modern else MCP_2025
         if isinstance(message, list):
             error = InvalidRequest("Invalid request: batches are not supported by MCP")
@@ -299,9 +302,9 @@ class McpServer:
                 )
             if self.dispatcher.auth is not None:
                 self.dispatcher.auth.admit(context, request.method)
-            if headers is None or modern:
-                # stdio cancels its requests itself; a 2026 client over HTTP closes
-                # the call's connection (which cancels it) instead of notifying.
+            if headers is None or not cancellable:
+                # stdio cancels its requests itself; a 2026 plain JSON call is
+                # cancelled by closing its connection (the fast path stays lean).
                 result = await found.handler(request)
             else:
                 inflight = self.inflight
