@@ -524,12 +524,9 @@ class GrpcServer:
         of :mod:`mcplite.testing`.  Before :meth:`start`, each such connection gets a
         server of its own with no listener, which ends with it (close the transport
         to end it).  Call it in the running event loop."""
-        server = self._server if self._server is not None else self._new_server()
-        # grpclib's own factory of a connection, which its testing.ChannelFor uses too:
-        # grpclib has no public one.  The plain path's one private name, for
-        # transports made elsewhere only (docs/grpc.md).
-        protocol: asyncio.Protocol = server._protocol_factory()
-        return protocol
+        from .accel.inmemory import connection_protocol  # grpclib has no public way
+
+        return connection_protocol(self._server or self._new_server())
 
     def _connections(self) -> int:
         count = self._path.connection_count
