@@ -430,10 +430,24 @@ def test_a_stream_that_fails_midway_ends_internal_after_its_parts(
     assert "error_id" in error_data(caught.value)
 
 
-# --- the committed betterproto client and the service object ------------------------------
+# --- the committed betterproto messages and the service object ----------------------------
 
 
-async def test_the_committed_betterproto_client_works(server: ServerThread) -> None:
+async def unary(channel: Any, method: str, request: Any, reply: type[Any]) -> Any:
+    """One unary call of the MCPLite service by grpclib's own client, with
+    betterproto messages (the generated code has messages only)."""
+    from grpclib.const import Cardinality
+
+    path = f"/mcplite.MCPLite/{method}"
+    async with asyncio.timeout(TIMEOUT):
+        async with channel.request(path, Cardinality.UNARY_UNARY, type(request), reply) as call:
+            await call.send_message(request, end=True)
+            return await call.recv_message()
+
+
+async def test_the_committed_betterproto_messages_work_with_grpclibs_client(
+    server: ServerThread,
+) -> None:
     from betterproto.lib.google.protobuf import Struct, Value
     from grpclib.client import Channel
 
@@ -441,11 +455,11 @@ async def test_the_committed_betterproto_client_works(server: ServerThread) -> N
 
     channel = Channel("127.0.0.1", server.port)
     try:
-        client = generated.McpLiteStub(channel, timeout=TIMEOUT)
-        tools = await client.get_tools(generated.Empty())
+        tools = await unary(channel, "GetTools", generated.Empty(), generated.ToolsList)
         assert "echo" in [t.name for t in tools.tools]
         arguments = Struct(fields={"text": Value(string_value="hi")})
-        response = await client.call_tool(generated.ToolRequest("echo", arguments))
+        request = generated.ToolRequest("echo", arguments)
+        response = await unary(channel, "CallTool", request, generated.ToolResponse)
         assert response.meta.response_type == generated.ResponseType.ANSWER
         assert response.meta.server_version == __version__
         (item,) = response.result.fields["content"].list_value.values
@@ -546,8 +560,7 @@ async def test_create_server_serves_the_service_on_the_running_loop() -> None:
     try:
         channel = Channel("127.0.0.1", port)
         try:
-            client = generated.McpLiteStub(channel, timeout=TIMEOUT)
-            tools = await client.get_tools(generated.Empty())
+            tools = await unary(channel, "GetTools", generated.Empty(), generated.ToolsList)
             assert "search_documents" in [t.name for t in tools.tools]
         finally:
             channel.close()

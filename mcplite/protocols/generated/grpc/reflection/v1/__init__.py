@@ -4,25 +4,9 @@
 # This file has been @generated
 
 from dataclasses import dataclass
-from typing import (
-    TYPE_CHECKING,
-    AsyncIterable,
-    AsyncIterator,
-    Dict,
-    Iterable,
-    List,
-    Optional,
-    Union,
-)
+from typing import List
 
 import betterproto
-import grpclib
-from betterproto.grpc.grpclib_server import ServiceBase
-
-if TYPE_CHECKING:
-    import grpclib.server
-    from betterproto.grpc.grpclib_client import MetadataLike
-    from grpclib.metadata import Deadline
 
 
 @dataclass(eq=False, repr=False)
@@ -118,56 +102,3 @@ class ErrorResponse(betterproto.Message):
     """A grpc status code."""
 
     error_message: str = betterproto.string_field(2)
-
-
-class ServerReflectionStub(betterproto.ServiceStub):
-    async def server_reflection_info(
-        self,
-        server_reflection_request_iterator: Union[
-            AsyncIterable[ServerReflectionRequest], Iterable[ServerReflectionRequest]
-        ],
-        *,
-        timeout: Optional[float] = None,
-        deadline: Optional["Deadline"] = None,
-        metadata: Optional["MetadataLike"] = None
-    ) -> AsyncIterator[ServerReflectionResponse]:
-        async for response in self._stream_stream(
-            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-            server_reflection_request_iterator,
-            ServerReflectionRequest,
-            ServerReflectionResponse,
-            timeout=timeout,
-            deadline=deadline,
-            metadata=metadata,
-        ):
-            yield response
-
-
-class ServerReflectionBase(ServiceBase):
-
-    async def server_reflection_info(
-        self, server_reflection_request_iterator: AsyncIterator[ServerReflectionRequest]
-    ) -> AsyncIterator[ServerReflectionResponse]:
-        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
-        yield ServerReflectionResponse()
-
-    async def __rpc_server_reflection_info(
-        self,
-        stream: "grpclib.server.Stream[ServerReflectionRequest, ServerReflectionResponse]",
-    ) -> None:
-        request = stream.__aiter__()
-        await self._call_rpc_handler_server_stream(
-            self.server_reflection_info,
-            stream,
-            request,
-        )
-
-    def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
-        return {
-            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": grpclib.const.Handler(
-                self.__rpc_server_reflection_info,
-                grpclib.const.Cardinality.STREAM_STREAM,
-                ServerReflectionRequest,
-                ServerReflectionResponse,
-            ),
-        }
