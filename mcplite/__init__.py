@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .core.envelope import Result
     from .core.errors import (
         ExpiredToken,
+        Forbidden,
         InternalError,
         InvalidParams,
         InvalidRequest,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     )
     from .core.hints import Field
     from .core.metadata import Icon, TaskSupport, ToolAnnotations
+    from .core.middleware import CallNext, Middleware, ToolCall
     from .core.outcomes import (
         Answer,
         Elicitation,
@@ -78,10 +80,14 @@ _HOMES = {
     "ParseError": "errors",
     "ToolNotFound": "errors",
     "UnknownPromise": "errors",
+    "Forbidden": "errors",
     "Field": "hints",
     "Icon": "metadata",
     "TaskSupport": "metadata",
     "ToolAnnotations": "metadata",
+    "CallNext": "middleware",
+    "Middleware": "middleware",
+    "ToolCall": "middleware",
     "Answer": "outcomes",
     "Elicitation": "outcomes",
     "Failure": "outcomes",
@@ -131,6 +137,7 @@ __all__ = [
     "NEVER",
     "AllowAll",
     "Answer",
+    "CallNext",
     "Caller",
     "Config",
     "Context",
@@ -139,6 +146,7 @@ __all__ = [
     "ExpiredToken",
     "Failure",
     "Field",
+    "Forbidden",
     "Icon",
     "InputRequired",
     "InternalError",
@@ -149,6 +157,7 @@ __all__ = [
     "MemoryStore",
     "Message",
     "MethodNotFound",
+    "Middleware",
     "MoreResources",
     "Overloaded",
     "ParseError",
@@ -171,6 +180,7 @@ __all__ = [
     "TaskSupport",
     "Tool",
     "ToolAnnotations",
+    "ToolCall",
     "ToolNotFound",
     "ToolStream",
     "Tools",

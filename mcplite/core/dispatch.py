@@ -34,6 +34,7 @@ from .context import IN_PROCESS, RequestContext, binding_of
 from .envelope import Result
 from .errors import InvalidArguments, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
 from .listeners import Listeners
+from .middleware import CallNext, Middleware, ToolCall, chain
 from .observe import QUIET, AccessLog, Metrics
 from .outcomes import Answer, Failure, Promised
 from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
@@ -74,6 +75,7 @@ class Dispatcher:
         auth: Gate | None = None,
         metrics: Metrics = QUIET,
         access_log: AccessLog = QUIET,
+        middleware: Iterable[Middleware] = (),
     ) -> None:
         self.config = config = config or Config()
         secret = config.secret if config.secret is not None else secrets.token_bytes(32)
@@ -96,6 +98,11 @@ class Dispatcher:
         #: Where calls are counted and requests logged (see :mod:`mcplite.core.observe`).
         self.metrics = metrics
         self.access_log = access_log
+        #: Around every call, the first outermost (see :mod:`mcplite.core.middleware`).
+        self.middleware: tuple[Middleware, ...] = ()
+        self._handler: CallNext = self._run
+        for each in middleware:
+            self.use(each)
         self.runner = Runner(config.sync_workers)
         #: Names this process as the owner of the promises whose tasks it runs.
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
@@ -226,6 +233,12 @@ class Dispatcher:
 
     # -- calls --------------------------------------------------------------
 
+    def use(self, middleware: Middleware) -> None:
+        """Run ``middleware`` around every call from now on, inside those added
+        before it (see :mod:`mcplite.core.middleware`)."""
+        self.middleware = (*self.middleware, middleware)
+        self._handler = chain(self.middleware, self._run)
+
     def validate(self, tool: Tool, arguments: Any) -> dict[str, Any]:
         """Arguments checked against the tool's schema, defaults filled in.
 
@@ -263,9 +276,9 @@ class Dispatcher:
         Raises :class:`ToolNotFound`, :class:`InvalidArguments`,
         :class:`Overloaded`, :class:`PromiseTableFull`, what the policy refuses
         with, and :class:`~mcplite.core.errors.InternalError` for an exception
-        in the tool.
+        in the tool; and what a middleware raises.
         """
-        started, t0 = time.time(), time.perf_counter()
+        t0 = time.perf_counter()
         try:
             tool = self._tools.get(name)
             if tool is None:
@@ -273,25 +286,7 @@ class Dispatcher:
             args = self._admit(tool, arguments, context)
             self.active += 1
             try:
-                if tool.kind is _SYSTEM:
-                    result: Result = await tool.fn(context, **args)
-                else:
-                    progress: Progress | None = None
-                    if tool.context_param is not None:
-                        progress = Progress()
-                        ctx = Context(tool.name, progress, context.caller, context)
-                        args = {**args, tool.context_param: ctx}
-                    deadline = tool.promise_after
-                    if deadline is None:
-                        deadline = self.config.promise_after
-                    if math.isinf(deadline):
-                        # The hot path: no task, no timer.
-                        outcome = await self.runner.run(tool, args)
-                        result = Result(outcome, started, (time.perf_counter() - t0) * 1000)
-                    else:
-                        result = await self._race(
-                            tool, args, progress, deadline, started, t0, context
-                        )
+                result = await self._handler(ToolCall(tool, args, context))
             finally:
                 self.active -= 1
         except MCPLiteError as exc:
@@ -306,6 +301,27 @@ class Dispatcher:
             kind = result.response_type.value
             metrics.call(context.binding, name, kind, time.perf_counter() - t0)
         return result
+
+    async def _run(self, call: ToolCall) -> Result:
+        """The innermost step of the chain: run the tool, racing its promise deadline."""
+        started, t0 = time.time(), time.perf_counter()
+        tool, args, context = call.tool, call.arguments, call.context
+        if tool.kind is _SYSTEM:
+            result: Result = await tool.fn(context, **args)
+            return result
+        progress: Progress | None = None
+        if tool.context_param is not None:
+            progress = Progress()
+            ctx = Context(tool.name, progress, context.caller, context)
+            args = {**args, tool.context_param: ctx}
+        deadline = tool.promise_after
+        if deadline is None:
+            deadline = self.config.promise_after
+        if math.isinf(deadline):
+            # The hot path: no task, no timer.
+            outcome = await self.runner.run(tool, args)
+            return Result(outcome, started, (time.perf_counter() - t0) * 1000)
+        return await self._race(tool, args, progress, deadline, started, t0, context)
 
     async def _race(
         self,
@@ -429,8 +445,7 @@ class Dispatcher:
         ctx = None
         if tool.context_param is not None:
             ctx = Context(tool.name, caller=context.caller, request=context)
-            args = {**args, tool.context_param: ctx}
-        stream = ToolStream(self, tool, args, context)
+        stream = ToolStream(self, tool, args, context, ctx)
         if progress and ctx is not None:
             ctx.progress.sink = stream.reported
         return stream

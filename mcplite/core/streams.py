@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from .context import IN_PROCESS, RequestContext
 from .envelope import Result
 from .errors import MCPLiteError
+from .middleware import ToolCall, chain
 from .outcomes import Partial, ProgressUpdate
 from .runner import internal_error
-from .tools import Kind, Progress, Tool
+from .tools import Context, Kind, Progress, Tool
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -59,10 +60,12 @@ class ToolStream:
         tool: Tool,
         args: dict[str, Any],
         context: RequestContext = IN_PROCESS,
+        ctx: Context | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self.tool = tool
         self._context = context
+        self._ctx = ctx  # the tool's Context argument, if it takes one
         self._loop = loop = asyncio.get_running_loop()
         self._items: collections.deque[_Item] = collections.deque()
         self._parts = 0  # parts and ends in _items: at most one (backpressure)
@@ -127,15 +130,26 @@ class ToolStream:
             items.append(update)
         _wake(self._reader)
 
+    async def _run(self, call: ToolCall) -> Result:
+        """The innermost step of the middleware chain: run the tool, its parts
+        handed over as they come."""
+        started, t0 = time.time(), time.perf_counter()
+        tool, args = call.tool, call.arguments
+        if tool.kind is Kind.SYSTEM:
+            result: Result = await tool.fn(call.context, **args)
+            return result
+        if self._ctx is not None and tool.context_param is not None:
+            args = {**args, tool.context_param: self._ctx}
+        outcome = await self._dispatcher.runner.run(tool, args, self._put_part)
+        return Result(outcome, started, (time.perf_counter() - t0) * 1000)
+
     async def _produce(self, args: dict[str, Any]) -> None:
-        started, t0 = time.time(), self._t0
+        t0 = self._t0
         item: Result | _StreamError
         try:
-            if self.tool.kind is Kind.SYSTEM:
-                item = await self.tool.fn(self._context, **args)
-            else:
-                outcome = await self._dispatcher.runner.run(self.tool, args, self._put_part)
-                item = Result(outcome, started, (time.perf_counter() - t0) * 1000)
+            call = ToolCall(self.tool, args, self._context)
+            middleware = self._dispatcher.middleware
+            item = await (chain(middleware, self._run) if middleware else self._run)(call)
         except Exception as exc:
             # The runner turns whatever a tool raises into an MCPLiteError; anything
             # else is a system tool's (a promise store that fails): an internal error.

@@ -90,8 +90,7 @@ class McpEndpoint:
         403, and a result JSON cannot hold (NaN, bytes) turned into an internal error."""
         if reply.body is None:
             return Response(202, [], b"")
-        if reply.status == 401 or reply.status == 403:
-            assert self.protected is not None
+        if (reply.status == 401 or reply.status == 403) and self.protected is not None:
             data = reply.body.get("error", {}).get("data") or {}
             challenge = self.protected.challenge(
                 request, reply.status, tuple(data.get("scopes", ()))
