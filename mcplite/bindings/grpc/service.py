@@ -81,6 +81,7 @@ from ...protocols.protobuf import (
     encode_tools_list,
     icon_message,
 )
+from ..base import Binding, listen_socket
 from .health import HealthService
 from .messages import RawMessage, response_meta
 from .paths import PathParts, chosen
@@ -441,7 +442,7 @@ def _decode_request(data: bytes) -> tuple[str, dict[str, Any]]:
         raise GRPCError(Status.INVALID_ARGUMENT, str(err)) from None
 
 
-class GrpcServer:
+class GrpcServer(Binding):
     """The gRPC binding as the CLI runs it: listen, tell the port, shut down gracefully.
 
     Uses ``config.grpc_max_message_size``, ``grpc_idle_timeout``,
@@ -476,35 +477,16 @@ class GrpcServer:
         self._host = "127.0.0.1"
         self._tls: ssl.SSLContext | None = None
 
-    async def start(
-        self,
-        host: str | None = None,
-        port: int = 0,
-        *,
-        sock: socket.socket | None = None,
-        reuse_port: bool = False,
-    ) -> asyncio.AbstractServer | None:
-        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`), or on
-        an already-bound ``sock``; return the listening asyncio server (None on the
-        plain path, where grpclib does not tell it).
-
-        Raises OSError when the address cannot be bound, ValueError for a
-        ``grpc_idle_timeout`` or ``grpc_max_connections`` out of range.
-        """
+    async def listen(self, sock: socket.socket, host: str) -> asyncio.AbstractServer | None:
+        """Serve on ``sock`` (see :meth:`Binding.start`); the asyncio server is None on
+        the plain path, where grpclib does not tell it.  Raises ValueError for a
+        ``grpc_idle_timeout`` or ``grpc_max_connections`` out of range."""
         server = self._new_server()
         self._tls = tls = self.config.server_ssl_context(alpn=("h2",))
-        if sock is None:  # bound here, so that its port is known on either path
-            sock = listen_socket(host, port, reuse_port)
-            self._host = host or "0.0.0.0"
-        else:
-            self._host = sock.getsockname()[0]
-        try:
-            # The listen queue of HTTP's: a burst waits there (serve.ACCEPTS_PER_TURN a
-            # turn are taken) instead of its SYNs being dropped and retried a second later.
-            await server.start(sock=sock, ssl=tls, backlog=1024)
-        except BaseException:
-            sock.close()
-            raise
+        self._host = host
+        # The listen queue of HTTP's: a burst waits there (serve.ACCEPTS_PER_TURN a
+        # turn are taken) instead of its SYNs being dropped and retried a second later.
+        await server.start(sock=sock, ssl=tls, backlog=1024)
         self._server, self._sock = server, sock
         return self._path.listening(server) if self._path.listening else None
 
@@ -629,36 +611,6 @@ def _make_server(
         max_connections=max_connections,
         metrics=metrics,
     )
-
-
-def listen_socket(host: str | None, port: int, reuse_port: bool = False) -> socket.socket:
-    """A TCP socket listening on ``host:port`` as asyncio's ``create_server`` makes one
-    (``SO_REUSEADDR``, IPv6 only on an IPv6 address, ``IPPROTO_TCP`` so that
-    connections get ``TCP_NODELAY``), on every interface for None or ``""`` (IPv6
-    too, where one socket takes both), else on the first address ``host`` resolves
-    to.  Raises OSError when it cannot be bound."""
-    dual = not host and socket.has_dualstack_ipv6()
-    address: tuple[Any, ...]
-    if dual:
-        family, address = socket.AF_INET6, ("::", port)
-    else:
-        found = socket.getaddrinfo(
-            host or "0.0.0.0", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        family, _, _, _, address = found[0]
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if dual else 1)
-        sock.bind(address)
-        sock.listen(1024)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 def _assemble(service: MCPLiteService, max_message_size: int) -> tuple[HealthService, list[Any]]:

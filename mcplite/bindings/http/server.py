@@ -45,6 +45,7 @@ from ...core.resources import Resources
 from ...protocols.jsonrpc import JsonRpc
 from ...protocols.mcp.server import McpServer
 from ...protocols.methods import mcplite_methods
+from ..base import Binding
 from .admission import Admission
 from .connection import HttpConnection
 from .cors import CorsPolicy
@@ -65,7 +66,7 @@ _MCP_PREFLIGHT = (b"GET", b"POST", b"DELETE")
 _LAST_WORD = 0.5
 
 
-class HttpServer:
+class HttpServer(Binding):
     """Serves a :class:`Dispatcher` over HTTP/1.1; start with :meth:`start`."""
 
     def __init__(
@@ -186,31 +187,13 @@ class HttpServer:
 
     name = "HTTP"
 
-    async def start(
-        self,
-        host: str | None = None,
-        port: int = 0,
-        *,
-        sock: socket.socket | None = None,
-        reuse_port: bool = False,
-    ) -> asyncio.Server:
-        """Listen on ``host:port`` (port 0: an ephemeral one; see :attr:`port`), or on
-        an already-bound ``sock``.  Raises OSError when the address cannot be bound."""
+    async def listen(self, sock: socket.socket, host: str) -> asyncio.Server:
+        """Serve on ``sock`` (see :meth:`Binding.start`)."""
         loop = asyncio.get_running_loop()
         self.ssl = tls = self.config.server_ssl_context()
-        if sock is not None:
-            self._server = await loop.create_server(
-                lambda: HttpConnection(self), sock=sock, backlog=1024, ssl=tls
-            )
-        else:
-            self._server = await loop.create_server(
-                lambda: HttpConnection(self),
-                host,
-                port,
-                backlog=1024,
-                reuse_port=reuse_port or None,
-                ssl=tls,
-            )
+        self._server = await loop.create_server(
+            lambda: HttpConnection(self), sock=sock, backlog=1024, ssl=tls
+        )
         if self.hosts.allowed is None and self.config.mcp_allowed_hosts is None:
             bound = self._server.sockets[0].getsockname()[0]
             if is_loopback(bound):
