@@ -25,6 +25,7 @@ import socket
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .authorize import AllowAll, Gate, Policy
@@ -590,22 +591,18 @@ def _follow(dispatcher: Dispatcher, tools: Tools) -> None:
 _CALLBACKS = contextvars.Context()
 
 
+@dataclass(slots=True, eq=False)
 class _Kept:
     """A call this process runs in a task of its own: before its deadline, and
     after, as a promise (``promise_id`` set once the record exists)."""
 
-    __slots__ = ("_result", "dispatcher", "promise_id", "started", "t0", "task", "tool")
-
-    def __init__(
-        self, dispatcher: Dispatcher, tool: Tool, task: asyncio.Task[Any], started: float, t0: float
-    ) -> None:
-        self.dispatcher = dispatcher
-        self.task = task
-        self.tool = tool
-        self.started = started
-        self.t0 = t0
-        self.promise_id = b""
-        self._result: Result | MCPLiteError | None = None
+    dispatcher: Dispatcher
+    tool: Tool
+    task: asyncio.Task[Any]
+    started: float
+    t0: float
+    promise_id: bytes = b""
+    _result: Result | MCPLiteError | None = None
 
     def stopped(self) -> bool:
         """Whether the task was cancelled by request (not by a stray CancelledError)."""

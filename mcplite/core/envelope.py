@@ -30,7 +30,7 @@ from .outcomes import (
     outcome_of,
     response_type_of,
 )
-from .wire import iso_timestamp
+from .wire import iso_timestamp, set_present
 
 __all__ = ["Result", "meta", "to_result"]
 
@@ -118,13 +118,12 @@ def _body(outcome: Outcome) -> dict[str, Any]:
             asked["requestState"] = outcome.state
         return {"content": [text_block(outcome.message)], "elicitation": asked}
     if isinstance(outcome, MoreResources):
-        wanted: dict[str, Any] = {"message": outcome.message}
-        if outcome.time_seconds is not None:
-            wanted["time_seconds"] = outcome.time_seconds
-        if outcome.quota is not None:
-            wanted["quota"] = outcome.quota
-        if outcome.budget is not None:
-            wanted["budget"] = outcome.budget
+        wanted = set_present(
+            {"message": outcome.message},
+            time_seconds=outcome.time_seconds,
+            quota=outcome.quota,
+            budget=outcome.budget,
+        )
         return {"content": [text_block(outcome.message)], "resources": wanted}
     return {"content": []}  # Promised: the token is in _meta
 

@@ -44,6 +44,7 @@ from .listeners import Listeners
 from .metadata import Icon, copy_icons, icons_of, title_of
 from .prompts import PromptOptions, context_for, invoke
 from .tools import context_param_of, known_options
+from .wire import set_present
 
 __all__ = ["Resource", "ResourceNotFound", "ResourceOptions", "ResourceTemplate", "Resources"]
 
@@ -109,12 +110,7 @@ class ResourceTemplate:
 
 def _definition(out: dict[str, Any], entry: Resource | ResourceTemplate) -> dict[str, Any]:
     out["name"] = entry.name
-    if entry.title is not None:
-        out["title"] = entry.title
-    if entry.description is not None:
-        out["description"] = entry.description
-    if entry.mime_type is not None:
-        out["mimeType"] = entry.mime_type
+    set_present(out, title=entry.title, description=entry.description, mimeType=entry.mime_type)
     if entry.icons:
         out["icons"] = copy_icons(entry.icons)
     return out

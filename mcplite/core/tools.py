@@ -48,6 +48,7 @@ from .metadata import (
 )
 from .outcomes import OUTCOME_TYPES, Partial, Promised
 from .schema import Checker, FieldError, SchemaError, compile_schema
+from .wire import set_present
 
 __all__ = [
     "ALWAYS",
@@ -95,14 +96,7 @@ class Progress:
         return self.progress is not None or self.estimated_completion is not None
 
     def snapshot(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.progress is not None:
-            out["progress"] = self.progress
-        if self.total is not None:
-            out["total"] = self.total
-        if self.message is not None:
-            out["message"] = self.message
-        return out
+        return set_present({}, progress=self.progress, total=self.total, message=self.message)
 
     def record(self) -> dict[str, Any]:
         """The snapshot plus ``estimated_completion``: what a promise record keeps."""

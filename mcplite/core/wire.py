@@ -7,7 +7,7 @@ module without pulling in a single server module.
 from __future__ import annotations
 
 import time
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "DEADLINE_ERROR",
@@ -25,6 +25,7 @@ __all__ = [
     "SERVER_ERROR",
     "UNAUTHENTICATED_ERROR",
     "iso_timestamp",
+    "set_present",
 ]
 
 #: Where the MCP-lite HTTP endpoints live unless configured otherwise.
@@ -75,3 +76,12 @@ def iso_timestamp(epoch: float) -> str:
         prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _second_cache = (second, prefix)
     return f"{prefix}.{micros // 1000:03d}Z"
+
+
+def set_present(out: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """``out`` with each of ``fields`` that is not None set: an optional field the
+    wire leaves out rather than sending as null."""
+    for key, value in fields.items():
+        if value is not None:
+            out[key] = value
+    return out
