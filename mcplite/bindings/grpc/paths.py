@@ -68,9 +68,9 @@ class PathParts:
     #: Ends a call whose status message has a space at either end.
     send_spaced: SendSpaced
     #: The asyncio server a started server listens with; None: not known.
-    listening: Callable[[Server], asyncio.AbstractServer] | None
+    listening: Callable[[Server], asyncio.AbstractServer] | None = None
     #: How many connections a server serves now; None: not counted.
-    connection_count: Callable[[Server], int] | None
+    connection_count: Callable[[Server], int] | None = None
 
 
 @functools.cache
@@ -89,14 +89,8 @@ def chosen() -> PathParts:
             listening=listening,
             connection_count=connection_count,
         )
-    return PathParts(
-        accel=False,
-        make_server=_grpclib_server,
-        read_message=read_message,
-        send_spaced=send_trimmed,
-        listening=None,
-        connection_count=None,
-    )
+    # grpclib's public API: its own server, which tells neither its listener nor its connections.
+    return PathParts(False, _grpclib_server, read_message, send_trimmed)
 
 
 def _grpclib_server(
@@ -104,9 +98,8 @@ def _grpclib_server(
     *,
     status_details_codec: StatusDetailsCodecBase | None,
     config: Configuration | None,
-    idle_timeout: float,
-    max_connections: int,
-    metrics: Metrics,
+    **limits: object,
 ) -> Server:
-    # grpclib's Server has neither limit, so refuses nothing to count: docs/grpc.md.
+    # grpclib's Server has neither limit (idle_timeout, max_connections), so
+    # refuses nothing to count (metrics): docs/grpc.md.
     return Server(handlers, status_details_codec=status_details_codec, config=config)

@@ -35,6 +35,7 @@ the plain path the message is sent with those spaces trimmed instead
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -56,6 +57,7 @@ __all__ = [
     "ErrorDetailsCodec",
     "SendSpaced",
     "StatusSender",
+    "Trailers",
     "grpc_message",
     "send_trimmed",
 ]
@@ -65,9 +67,20 @@ log = logging.getLogger("mcplite.bindings.grpc")
 #: Largest JSON error data sent, in bytes.
 ERROR_DATA_LIMIT = 2048
 
+
 #: How a path ends a call whose status message has a space at either end:
 #: ``(stream, status, message, details, metadata)``.
-SendSpaced = Callable[[Stream[Any, Any], Status, str, Any, dict[str, str | bytes]], Awaitable[None]]
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trailers:
+    """What ends a call: its status, message, ErrorInfo details and metadata."""
+
+    status: Status
+    message: str
+    details: Any
+    metadata: dict[str, str | bytes]
+
+
+SendSpaced = Callable[[Stream[Any, Any], Trailers], Awaitable[None]]
 
 
 class ErrorDetailsCodec(StatusDetailsCodecBase):
@@ -143,24 +156,21 @@ class StatusSender:
             if self.error_details:
                 details = ErrorInfo(reason, "mcplite", _string_map(data))
         if message[:1] == " " or message[-1:] == " ":  # e.g. "Tool not found: " for name ""
-            await self._send_spaced(stream, status, message, details, metadata)
+            await self._send_spaced(stream, Trailers(status, message, details, metadata))
             return
         await stream.send_trailing_metadata(
             status=status, status_message=message, status_details=details, metadata=metadata
         )
 
 
-async def send_trimmed(
-    stream: Stream[Any, Any],
-    status: Status,
-    message: str,
-    details: Any,
-    metadata: dict[str, str | bytes],
-) -> None:
+async def send_trimmed(stream: Stream[Any, Any], trailers: Trailers) -> None:
     """The plain path's :data:`SendSpaced`: the message without its spaces at either
     end, by grpclib's public ``send_trailing_metadata``."""
     await stream.send_trailing_metadata(
-        status=status, status_message=message.strip(" "), status_details=details, metadata=metadata
+        status=trailers.status,
+        status_message=trailers.message.strip(" "),
+        status_details=trailers.details,
+        metadata=trailers.metadata,
     )
 
 

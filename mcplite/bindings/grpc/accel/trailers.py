@@ -14,27 +14,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpclib.const import Status
 from grpclib.exceptions import ProtocolError
 from grpclib.metadata import encode_bin_value, encode_metadata
 from grpclib.server import Stream
 from multidict import MultiDict
 
-from ..status import grpc_message
+from ..status import Trailers, grpc_message
 
 __all__ = ["send_trailers"]
 
 
-async def send_trailers(
-    stream: Stream[Any, Any],
-    status: Status,
-    message: str,
-    details: Any,
-    metadata: dict[str, str | bytes],
-) -> None:
-    """End the call with ``status`` and ``message`` (spaces at its ends as ``%20``).
+async def send_trailers(stream: Stream[Any, Any], trailers: Trailers) -> None:
+    """End the call with ``trailers`` (spaces at the message's ends as ``%20``).
 
     Raises grpclib's ProtocolError when the trailers were sent already."""
+    status, message, details = trailers.status, trailers.message, trailers.details
     if stream._send_trailing_metadata_done:
         raise ProtocolError("Trailing metadata was already sent")
     if stream._send_initial_metadata_done:
@@ -48,7 +42,7 @@ async def send_trailers(
         encoded = encode_bin_value(codec.encode(status, message, details)).decode("ascii")
         headers.append(("grpc-status-details-bin", encoded))
     (sent,) = await stream._dispatch.send_trailing_metadata(
-        MultiDict(metadata), status=status, status_message=message, status_details=details
+        MultiDict(trailers.metadata), status=status, status_message=message, status_details=details
     )
     headers.extend(encode_metadata(sent))
     h2_stream = stream._stream
