@@ -15,6 +15,8 @@ A JSON-RPC reply becomes a status here, in one place: none (a notification)
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...core.config import Config
 from ...core.dispatch import Dispatcher, ToolStream
 from ...core.errors import Forbidden, MCPLiteError, Overloaded, ParseError
@@ -108,23 +110,17 @@ class ResourceMetadata:
         return Response(200, JSON, self.protected.metadata(request.path_text(), request.headers))
 
 
+@dataclasses.dataclass(slots=True)
 class JsonRpcCalls:
     """JSON-RPC 2.0 over ``rpc``; with ``Accept: text/event-stream``, a
     ``tools/call`` answered as SSE (a client that takes JSON too, as every MCP
     client does, gets JSON unless the tool streams by nature)."""
 
-    def __init__(
-        self,
-        rpc: JsonRpc,
-        dispatcher: Dispatcher,
-        config: Config,
-        *,
-        protected: ProtectedResource | None = None,
-    ) -> None:
-        self.rpc = rpc
-        self.dispatcher = dispatcher
-        self.config = config
-        self.protected = protected
+    rpc: JsonRpc
+    dispatcher: Dispatcher
+    config: Config
+    #: Where 401 and 403 answers point (None: authentication is off).
+    protected: ProtectedResource | None = dataclasses.field(default=None, kw_only=True)
 
     async def handle(self, request: Request) -> Response | StreamingResponse:
         accept = request.headers.get(b"accept", b"")

@@ -9,6 +9,7 @@ see :mod:`mcplite.protocols.mcp.server` for the methods.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from ...core.config import Config
@@ -29,21 +30,15 @@ __all__ = ["McpEndpoint", "McpEvents"]
 PING = b": ping\n\n"
 
 
+@dataclasses.dataclass(slots=True)
 class McpEndpoint:
     """``POST /mcp`` over ``mcp`` (which a server may replace: read at each call)."""
 
-    def __init__(
-        self,
-        mcp: McpServer,
-        dispatcher: Dispatcher,
-        config: Config,
-        *,
-        protected: ProtectedResource | None = None,
-    ) -> None:
-        self.mcp = mcp
-        self.dispatcher = dispatcher
-        self.config = config
-        self.protected = protected
+    mcp: McpServer
+    dispatcher: Dispatcher
+    config: Config
+    #: Where 401 and 403 answers point (None: authentication is off).
+    protected: ProtectedResource | None = dataclasses.field(default=None, kw_only=True)
 
     async def handle(self, request: Request) -> Response | StreamingResponse:
         accept = request.headers.get(b"accept", b"*/*")
