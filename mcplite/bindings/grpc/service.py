@@ -303,16 +303,16 @@ class MCPLiteService:
         self, stream: Stream[RawMessage, RawMessage], context: RequestContext
     ) -> None:
         await self._recv_request(stream)  # Empty: nothing to read in it
-        try:
+
+        async def listed() -> bytes:
             definitions = self._dispatcher.tool_definitions(context)
             # The dispatcher caches its list; encode again only when it is a new one.
             if definitions is not self._tool_definitions:
                 self._tools_list = encode_tools_list(definitions)
                 self._tool_definitions = definitions
-        except Exception:
-            await self._statuses.unexpected(stream, "GetTools")
-            return
-        await stream.send_message(RawMessage(self._tools_list))
+            return self._tools_list
+
+        await self._answer(stream, "GetTools", listed)
 
     async def _call_tool(
         self, stream: Stream[RawMessage, RawMessage], context: RequestContext
@@ -339,22 +339,21 @@ class MCPLiteService:
 
     async def _get_prompts(self, stream: Stream[RawMessage, RawMessage], _: RequestContext) -> None:
         await self._recv_request(stream)  # Empty
-        assert self._prompts is not None
-        try:
-            listed = generated.PromptsList(
-                prompts=[_prompt_message(p) for p in self._prompts.definitions()]
-            )
-            response = bytes(listed)
-        except Exception:
-            await self._statuses.unexpected(stream, "GetPrompts")
-            return
-        await stream.send_message(RawMessage(response))
+        prompts = self._prompts
+        assert prompts is not None
+
+        async def listed() -> bytes:
+            definitions = prompts.definitions()
+            return bytes(generated.PromptsList(prompts=[_prompt_message(p) for p in definitions]))
+
+        await self._answer(stream, "GetPrompts", listed)
 
     async def _get_prompt(
         self, stream: Stream[RawMessage, RawMessage], context: RequestContext
     ) -> None:
         data = await self._recv_request(stream)
-        assert self._prompts is not None and self._prompt_get is not None
+        prompt_get = self._prompt_get
+        assert self._prompts is not None and prompt_get is not None
         try:
             request = generated.GetPromptRequest().parse(data)
         except Exception:
@@ -366,22 +365,32 @@ class MCPLiteService:
                 stream, Status.NOT_FOUND, f"Unknown prompt: {name}", "PROMPT_NOT_FOUND", data_
             )
             return
-        params = {"name": request.name, "arguments": dict(request.arguments)}
+
+        async def rendered() -> bytes:
+            params = {"name": request.name, "arguments": dict(request.arguments)}
+            result = await prompt_get.handler(params, context)
+            messages = [wkt.Struct().parse(encode_struct(m)) for m in result.get("messages", [])]
+            description = result.get("description") or ""
+            return bytes(generated.GetPromptResponse(description=description, messages=messages))
+
+        await self._answer(stream, "GetPrompt", rendered)
+
+    async def _answer(
+        self,
+        stream: Stream[RawMessage, RawMessage],
+        method: str,
+        build: Callable[[], Awaitable[bytes]],
+    ) -> None:
+        """Send the response ``build`` makes, or end the call with the status of
+        what it raised (an unexpected exception: logged, INTERNAL with its id).
+        ``_call_tool`` does the same inline: it is the hot path."""
         try:
-            result = await self._prompt_get.handler(params, context)
-            response = bytes(
-                generated.GetPromptResponse(
-                    description=result.get("description") or "",
-                    messages=[
-                        wkt.Struct().parse(encode_struct(m)) for m in result.get("messages", [])
-                    ],
-                )
-            )
+            response = await build()
         except MCPLiteError as err:
             await self._statuses.error(stream, err)
             return
         except Exception:
-            await self._statuses.unexpected(stream, "GetPrompt")
+            await self._statuses.unexpected(stream, method)
             return
         await stream.send_message(RawMessage(response))
 
