@@ -360,12 +360,13 @@ def test_a_json_line_gives_the_same_millisecond_as_a_results_timestamp() -> None
 def test_an_embedded_access_log_goes_through_logging_with_its_fields_as_extra(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    from mcplite.core.observe import Access
     from mcplite.ops.logs import AccessLog
 
     access = AccessLog()  # never told to write directly: an application's own logging
     with caplog.at_level("INFO", logger="mcplite.access"):
-        access.write("http", "POST", "/rpc", "echo", 200, 0.414, ("127.0.0.1", 5000))
-        access.write("grpc", "POST", "/Call", None, "CANCELLED", 3.0, None, outcome="cancelled")
+        access.write(Access("http", "POST", "/rpc", "echo", 200, 0.414, ("127.0.0.1", 5000)))
+        access.write(Access("grpc", "POST", "/Call", None, "CANCELLED", 3.0, None, "cancelled"))
     first, second = caplog.records
     assert first.getMessage() == "POST /rpc echo 200 0.41ms"
     assert {k: getattr(first, k) for k in sorted(ACCESS_FIELDS)} == {

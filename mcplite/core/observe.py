@@ -10,9 +10,10 @@ an embedding application may attach its own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["CLIENT_GONE", "QUIET", "AccessLog", "Metrics", "Quiet"]
+__all__ = ["CLIENT_GONE", "QUIET", "Access", "AccessLog", "Metrics", "Quiet"]
 
 #: The outcome of a request or call whose client went away before its answer.
 CLIENT_GONE = "client-gone"
@@ -37,22 +38,27 @@ class Metrics(Protocol):
         """A tool call that ended with the JSON-RPC error ``code``."""
 
 
+@dataclass(slots=True)
+class Access:
+    """One request or call, as the access log records it."""
+
+    binding: str
+    method: str
+    path: str
+    tool: str | None
+    #: An HTTP status, or a gRPC status name.
+    status: int | str
+    duration_ms: float
+    peer: tuple[str, int] | None
+    #: How one that did not end well ended (:data:`CLIENT_GONE`, ``cancelled``).
+    outcome: str | None = None
+
+
 class AccessLog(Protocol):
     """One line per request or call."""
 
-    def write(
-        self,
-        binding: str,
-        method: str,
-        path: str,
-        tool: str | None,
-        status: int | str,
-        duration_ms: float,
-        peer: tuple[str, int] | None,
-        outcome: str | None = None,
-    ) -> None:
-        """Record one request; ``outcome`` says how one that did not end well ended
-        (:data:`CLIENT_GONE`, ``cancelled``)."""
+    def write(self, entry: Access) -> None:
+        """Record one request."""
 
 
 class Quiet:

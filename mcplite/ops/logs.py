@@ -38,6 +38,7 @@ import time
 from typing import Any, TextIO
 
 from ..core.config import LOG_FORMATS
+from ..core.observe import Access
 from ..core.wire import iso_timestamp
 
 __all__ = ["ACCESS", "AccessLog", "JsonFormatter", "setup_logging"]
@@ -120,19 +121,11 @@ class AccessLog:
     def enabled(self) -> bool:
         return access_logger.isEnabledFor(logging.INFO)
 
-    def write(
-        self,
-        binding: str,
-        method: str,
-        path: str,
-        tool: str | None,
-        status: int | str,
-        duration_ms: float,
-        peer: tuple[str, int] | None,
-        outcome: str | None = None,
-    ) -> None:
-        """One line; ``outcome`` says how a request that did not end well ended
-        (``client-gone``, ``cancelled``)."""
+    def write(self, entry: Access) -> None:
+        """One line of ``entry``."""
+        binding, method, path, tool = entry.binding, entry.method, entry.path, entry.tool
+        status, duration_ms, peer = entry.status, entry.duration_ms, entry.peer
+        outcome = entry.outcome
         if self._stream is None or not self._owned():  # through logging, fields as extra
             values = (binding, method, path, tool, status, round(duration_ms, 2), peer and peer[0])
             extra: dict[str, Any] = dict(zip(ACCESS_FIELDS, values, strict=True))

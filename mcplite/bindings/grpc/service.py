@@ -68,7 +68,7 @@ from ...core.config import Config
 from ...core.context import Caller, RequestContext
 from ...core.envelope import Result
 from ...core.errors import MCPLiteError, ShuttingDown
-from ...core.observe import CLIENT_GONE, QUIET, AccessLog, Metrics
+from ...core.observe import CLIENT_GONE, QUIET, Access, AccessLog, Metrics
 from ...core.prompts import Prompts
 from ...core.wire import DEFAULT_MAX_MESSAGE_SIZE, ERROR_DATA_KEY
 from ...protocols.generated import mcplite as generated
@@ -293,9 +293,8 @@ class MCPLiteService:
             peer = stream.peer.addr()
             tool = getattr(stream, "_mcplite_tool", None)
             elapsed = (time.perf_counter() - t0) * 1000
-            self._dispatcher.access_log.write(
-                "grpc", "POST", path, tool, status, elapsed, peer, outcome
-            )
+            entry = Access("grpc", "POST", path, tool, status, elapsed, peer, outcome)
+            self._dispatcher.access_log.write(entry)
 
     # --- handlers ---------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import h11
 
 from ...core.errors import ShuttingDown
-from ...core.observe import CLIENT_GONE
+from ...core.observe import CLIENT_GONE, Access
 from ...core.runner import EAGER_TASKS, start_task
 from .admission import Refusal, Verification
 from .framing import Connection, fast_response, header_fields, unread
@@ -488,7 +488,7 @@ class HttpConnection(asyncio.Protocol):
             draining = self.status == 503 and self.server.draining
             metrics.request(binding, self.status, "shutting_down" if draining else None)
         if request is not None and self.config.access_log:
-            self.server.access_log.write(
+            entry = Access(
                 binding,
                 request.method.decode("latin-1"),
                 request.path_text(),
@@ -498,6 +498,7 @@ class HttpConnection(asyncio.Protocol):
                 self._peer,
                 outcome,
             )
+            self.server.access_log.write(entry)
 
     def _log_cut_off(self) -> None:
         """The access line (and request count) of a request whose answer was cut
