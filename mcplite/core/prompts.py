@@ -36,7 +36,7 @@ import enum
 import inspect
 import logging
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
@@ -46,10 +46,11 @@ from .content import text as text_block
 from .context import RequestContext
 from .errors import InternalError, InvalidParams, MCPLiteError
 from .hints import schema_for_function
-from .listeners import Listeners
+from .listeners import Registry
 from .metadata import Icon, copy_icons, icons_of, title_of
 from .outcomes import Failure, InputRequired
 from .tools import Context, context_param_of, known_options
+from .wire import set_present
 
 __all__ = ["Message", "Prompt", "PromptOptions", "Prompts"]
 
@@ -140,11 +141,7 @@ class Prompt:
     icons: list[Icon] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.title is not None:
-            out["title"] = self.title
-        if self.description is not None:
-            out["description"] = self.description
+        out = set_present({"name": self.name}, title=self.title, description=self.description)
         out["arguments"] = self.arguments
         if self.icons:
             out["icons"] = copy_icons(self.icons)
@@ -225,28 +222,13 @@ class PromptOptions(TypedDict, total=False):
     icons: Iterable[Icon] | None
 
 
-class Prompts:
+class Prompts(Registry[Prompt]):
     """A registry of prompts: decorate functions with :meth:`prompt`.
 
     Prompts may be added (:meth:`add`) and removed (:meth:`remove`) while the
     registry is served; each change is told to :meth:`on_change` listeners (MCP
     sends ``notifications/prompts/list_changed`` to subscribed clients).
     """
-
-    def __init__(self) -> None:
-        self._prompts: dict[str, Prompt] = {}
-        self._listeners = Listeners()
-
-    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """Call ``listener()`` after every prompt added or removed; returns the
-        function that stops it."""
-        return self._listeners.add(listener)
-
-    def remove(self, name: str) -> Prompt:
-        """Stop serving the prompt called ``name`` and return it; KeyError if none."""
-        prompt = self._prompts.pop(name)
-        self._listeners.notify()
-        return prompt
 
     @overload
     def prompt(self, fn: F) -> F: ...
@@ -265,18 +247,13 @@ class Prompts:
         unsupported hints), an option of the wrong type or one that does not exist.
         """
         known_options(options, PromptOptions, "Prompts.prompt")
-
-        def register(fn: F) -> F:
-            self.add(fn, **options)
-            return fn
-
-        return register(fn) if fn is not None else register
+        return self._decorate(fn, lambda f: self.add(f, **options))
 
     def add(self, fn: Callable[..., Any], **options: Unpack[PromptOptions]) -> Prompt:
         """Register ``fn`` as a prompt and return it (see :meth:`prompt`)."""
         known_options(options, PromptOptions, "Prompts.add")
         name = options.get("name") or fn.__name__
-        if name in self._prompts:
+        if name in self._entries:
             raise ValueError(f"a prompt named {name!r} is already registered")
         title = title_of(options.get("title"), f"prompt {name!r}")
         checked_icons = icons_of(options.get("icons"), f"prompt {name!r}")
@@ -311,22 +288,8 @@ class Prompts:
         unknown = set(prompt.completers) - {a["name"] for a in prompt.arguments}
         if unknown:
             raise ValueError(f"prompt {name!r} has no argument {sorted(unknown)[0]!r} to complete")
-        self._prompts[name] = prompt
-        self._listeners.notify()
-        return prompt
-
-    def get(self, name: str) -> Prompt | None:
-        return self._prompts.get(name)
+        return self._keep(name, prompt)
 
     def definitions(self) -> list[dict[str, Any]]:
         """Every prompt's MCP ``Prompt``, in the order they were registered."""
-        return [prompt.definition() for prompt in self._prompts.values()]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._prompts
-
-    def __iter__(self) -> Iterator[Prompt]:
-        return iter(self._prompts.values())
-
-    def __len__(self) -> int:
-        return len(self._prompts)
+        return [prompt.definition() for prompt in self]

@@ -27,7 +27,7 @@ import math
 import time
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
@@ -35,7 +35,7 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 from .content import BLOCK_TYPES
 from .context import LOG_LEVELS, Caller, RequestContext
 from .hints import schema_for_function, schema_for_type
-from .listeners import Listeners
+from .listeners import Registry
 from .metadata import (
     Icon,
     TaskSupport,
@@ -249,11 +249,7 @@ class Tool:
     def definition(self) -> dict[str, Any]:
         """The discovery entry: ``name``, ``@type`` (when set), ``title`` (when set),
         ``description``, ``inputSchema``, and ``annotations`` and ``icons`` when set."""
-        entry: dict[str, Any] = {"name": self.name}
-        if self.type is not None:
-            entry["@type"] = self.type
-        if self.title is not None:
-            entry["title"] = self.title
+        entry = set_present({"name": self.name}, **{"@type": self.type}, title=self.title)
         entry["description"] = self.description
         entry["inputSchema"] = self.input_schema
         if self.annotations is not None:
@@ -477,7 +473,7 @@ def known_options(given: Mapping[str, object], options: type, where: str) -> Non
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
 
 
-class Tools:
+class Tools(Registry[Tool]):
     """A registry of tools.  Names are unique: registering one twice raises ``ValueError``.
 
     Tools may be added (:meth:`tool`, :meth:`add`) and removed (:meth:`remove`)
@@ -485,22 +481,6 @@ class Tools:
     each change is told to :meth:`on_change` listeners (MCP clients hear
     ``notifications/tools/list_changed``).
     """
-
-    def __init__(self) -> None:
-        self._tools: dict[str, Tool] = {}
-        self._listeners = Listeners()
-
-    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """Call ``listener()`` after every tool added or removed; returns the
-        function that stops it."""
-        return self._listeners.add(listener)
-
-    def remove(self, name: str) -> Tool:
-        """Stop serving the tool called ``name`` (calls already running finish) and
-        return it; KeyError if none."""
-        tool = self._tools.pop(name)
-        self._listeners.notify()
-        return tool
 
     @overload
     def tool(self, fn: F) -> F: ...
@@ -531,12 +511,7 @@ class Tools:
         an option of the wrong type or one that does not exist.
         """
         known_options(options, ToolOptions, "Tools.tool")
-
-        def register(f: F) -> F:
-            self.add(f, **options)
-            return f
-
-        return register(fn) if fn is not None else register
+        return self._decorate(fn, lambda f: self.add(f, **options))
 
     def add(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
         """Register ``fn`` with the options of :meth:`tool` and return its
@@ -545,7 +520,7 @@ class Tools:
         tool_name = options.get("name") or fn.__name__
         if not tool_name or not isinstance(tool_name, str):
             raise ValueError(f"a tool needs a non-empty name, got {tool_name!r}")
-        if tool_name in self._tools:
+        if tool_name in self._entries:
             raise ValueError(f"a tool named {tool_name!r} is already registered")
         promise_after = options.get("promise_after")
         if promise_after is not None and not promise_after >= 0:
@@ -591,21 +566,7 @@ class Tools:
             icons=icons,
             task_support=task_support,
         )
-        self._tools[tool_name] = tool
-        self._listeners.notify()
-        return tool
-
-    def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(self._tools.values())
-
-    def __len__(self) -> int:
-        return len(self._tools)
+        return self._keep(tool_name, tool)
 
 
 def _scopes(scopes: Iterable[str]) -> frozenset[str]:
