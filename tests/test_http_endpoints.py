@@ -55,7 +55,7 @@ def _post(path: bytes, message: Any, **headers: bytes) -> Request:
 
 
 def _calls(dispatcher: Dispatcher) -> JsonRpcCalls:
-    return JsonRpcCalls(JsonRpc(dispatcher, mcplite_methods(dispatcher)), dispatcher, make_config())
+    return JsonRpcCalls(dispatcher, make_config(), JsonRpc(dispatcher, mcplite_methods(dispatcher)))
 
 
 def _json(response: Response | StreamingResponse) -> Any:
@@ -68,9 +68,7 @@ async def test_the_mcplite_endpoints_answer_a_request_without_any_socket(
     dispatchers: list[Dispatcher],
 ) -> None:
     dispatcher = serve(dispatchers, _tools())
-    calls = JsonRpcCalls(
-        JsonRpc(dispatcher, mcplite_methods(dispatcher)), dispatcher, make_config()
-    )
+    calls = _calls(dispatcher)
     request = _post(b"/mcp-lite/v1/rpc?x=1", call_message("echo", {"text": "hi"}))
     response = await calls.handle(request)
     assert isinstance(response, Response) and response.status == 200
@@ -91,9 +89,7 @@ async def test_a_streamed_call_gives_its_events_without_any_socket(
     dispatchers: list[Dispatcher],
 ) -> None:
     dispatcher = serve(dispatchers, _tools())
-    calls = JsonRpcCalls(
-        JsonRpc(dispatcher, mcplite_methods(dispatcher)), dispatcher, make_config()
-    )
+    calls = _calls(dispatcher)
     request = _post(b"/rpc", call_message("count", {"n": 3}), accept=b"text/event-stream")
     response = await calls.handle(request)
     assert isinstance(response, StreamingResponse) and response.status == 200
@@ -113,7 +109,7 @@ async def test_the_mcp_endpoint_answers_initialize_and_a_call_without_any_socket
     dispatchers: list[Dispatcher],
 ) -> None:
     dispatcher = serve(dispatchers, _tools())
-    endpoint = McpEndpoint(McpServer(dispatcher), dispatcher, make_config())
+    endpoint = McpEndpoint(dispatcher, make_config(), McpServer(dispatcher))
     accept = b"application/json, text/event-stream"
     initialize = {
         "jsonrpc": "2.0",

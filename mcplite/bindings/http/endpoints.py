@@ -111,16 +111,32 @@ class ResourceMetadata:
 
 
 @dataclasses.dataclass(slots=True)
-class JsonRpcCalls:
+class Endpoint:
+    """What an endpoint that calls tools holds, and how it refuses."""
+
+    dispatcher: Dispatcher
+    config: Config
+    #: Where 401 and 403 answers point (None: authentication is off).
+    protected: ProtectedResource | None = dataclasses.field(default=None, kw_only=True)
+
+    def refusal(
+        self, request: Request, status: int, scopes: tuple[str, ...], body: bytes
+    ) -> Response:
+        """A 401 or 403 with its ``WWW-Authenticate`` challenge (none with
+        authentication off: a middleware's refusal)."""
+        if self.protected is None:
+            return Response(status, JSON, body)
+        challenge = self.protected.challenge(request, status, scopes)
+        return Response(status, [*JSON, challenge], body)
+
+
+@dataclasses.dataclass(slots=True)
+class JsonRpcCalls(Endpoint):
     """JSON-RPC 2.0 over ``rpc``; with ``Accept: text/event-stream``, a
     ``tools/call`` answered as SSE (a client that takes JSON too, as every MCP
     client does, gets JSON unless the tool streams by nature)."""
 
     rpc: JsonRpc
-    dispatcher: Dispatcher
-    config: Config
-    #: Where 401 and 403 answers point (None: authentication is off).
-    protected: ProtectedResource | None = dataclasses.field(default=None, kw_only=True)
 
     async def handle(self, request: Request) -> Response | StreamingResponse:
         accept = request.headers.get(b"accept", b"")
@@ -142,11 +158,8 @@ class JsonRpcCalls:
             return Response(200, JSON, reply.body)
         if isinstance(error, Overloaded):
             return Response(status, [*JSON, retry_after(error.retry_after)], reply.body)
-        if self.protected is None:  # a 401/403 of a middleware's, with auth off: no challenge
-            return Response(status, JSON, reply.body)
         scopes = error.scopes if isinstance(error, Forbidden) else ()
-        challenge = self.protected.challenge(request, status, scopes)
-        return Response(status, [*JSON, challenge], reply.body)
+        return self.refusal(request, status, scopes, reply.body)
 
     async def _stream(self, request: Request, *, json_too: bool) -> Response | StreamingResponse:
         """A ``tools/call`` answered as SSE.  Anything that is not a single valid

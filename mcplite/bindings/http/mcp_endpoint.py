@@ -12,16 +12,14 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from ...core.config import Config
 from ...core.context import RequestContext
-from ...core.dispatch import Dispatcher
 from ...core.errors import MCPLiteError, ParseError, Unauthenticated
 from ...core.runner import abandon
 from ...protocols.jsonrpc import JsonRpc, decode, encode
 from ...protocols.mcp.server import McpReply, McpServer
 from . import sse
+from .endpoints import Endpoint
 from .messages import EventStream, HeaderView, Request, Response, StreamingResponse
-from .protected import ProtectedResource
 from .statuses import JSON, error_body
 
 __all__ = ["McpEndpoint", "McpEvents"]
@@ -31,14 +29,10 @@ PING = b": ping\n\n"
 
 
 @dataclasses.dataclass(slots=True)
-class McpEndpoint:
+class McpEndpoint(Endpoint):
     """``POST /mcp`` over ``mcp`` (which a server may replace: read at each call)."""
 
     mcp: McpServer
-    dispatcher: Dispatcher
-    config: Config
-    #: Where 401 and 403 answers point (None: authentication is off).
-    protected: ProtectedResource | None = dataclasses.field(default=None, kw_only=True)
 
     async def handle(self, request: Request) -> Response | StreamingResponse:
         accept = request.headers.get(b"accept", b"*/*")
@@ -85,12 +79,10 @@ class McpEndpoint:
         403, and a result JSON cannot hold (NaN, bytes) turned into an internal error."""
         if reply.body is None:
             return Response(202, [], b"")
-        if (reply.status == 401 or reply.status == 403) and self.protected is not None:
+        if reply.status == 401 or reply.status == 403:
             data = reply.body.get("error", {}).get("data") or {}
-            challenge = self.protected.challenge(
-                request, reply.status, tuple(data.get("scopes", ()))
-            )
-            return Response(reply.status, [*JSON, challenge], encode(reply.body))
+            scopes = tuple(data.get("scopes", ()))
+            return self.refusal(request, reply.status, scopes, encode(reply.body))
         try:
             body = encode(reply.body)
         except (TypeError, ValueError) as exc:

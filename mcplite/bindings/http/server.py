@@ -99,12 +99,8 @@ class HttpServer(Binding):
             self.cors,
         )
         self.admission = Admission(self.hosts, cors=self.cors, auth=auth, protected=self.protected)
-        self._mcp = McpEndpoint(
-            McpServer(dispatcher, prompts=prompts, resources=resources),
-            dispatcher,
-            config,
-            protected=self.protected,
-        )
+        mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
+        self._mcp = McpEndpoint(dispatcher, config, mcp, protected=self.protected)
         self.routes = Routes(self._route_table(prompts))
         self.connections: set[HttpConnection] = set()
         # Connections refused with 503 (too many), lingering until their client
@@ -127,7 +123,7 @@ class HttpServer(Binding):
         config = self.config
         base = config.base_path.encode()
         tools = ToolsList(self.dispatcher).answer
-        calls = JsonRpcCalls(self.rpc, self.dispatcher, config, protected=self.protected).handle
+        calls = JsonRpcCalls(self.dispatcher, config, self.rpc, protected=self.protected).handle
         table = [
             Route(base + b"/listtools", _POST, answer=tools),
             Route(base + b"/tools", _POST, answer=tools),
