@@ -22,6 +22,7 @@ connection can go on.  No socket here: any server can ask.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 from ...core.authorize import Gate
@@ -66,23 +67,19 @@ class Verification:
         self.verify = verify
 
 
+@dataclasses.dataclass(slots=True)
 class Admission:
-    """The head checks of one server (see the module docstring)."""
+    """The head checks of one server (see the module docstring).  Raises
+    ValueError for ``auth`` without the ``protected`` resource its refusals name."""
 
-    def __init__(
-        self,
-        hosts: AllowedHosts,
-        *,
-        cors: CorsPolicy | None = None,
-        auth: Gate | None = None,
-        protected: ProtectedResource | None = None,
-    ) -> None:
-        if auth is not None and protected is None:
+    hosts: AllowedHosts
+    cors: CorsPolicy | None = dataclasses.field(default=None, kw_only=True)
+    auth: Gate | None = dataclasses.field(default=None, kw_only=True)
+    protected: ProtectedResource | None = dataclasses.field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.auth is not None and self.protected is None:
             raise ValueError("with auth on, refusals need the protected resource they name")
-        self.hosts = hosts
-        self.cors = cors
-        self.auth = auth
-        self.protected = protected
 
     def admit(
         self, request: Request, route: Route | None, cors: Headers = ()
