@@ -328,7 +328,7 @@ def test_listen_needs_an_event_stream_accept_header(server: Served) -> None:
 def test_listen_beyond_the_limit_is_refused_with_an_error(
     server: Served, listens: list[Listening]
 ) -> None:
-    server.call_soon(lambda: setattr(server.http.mcp, "max_subscriptions", 1))
+    server.call_soon(lambda: setattr(server.http.mcp.subscriptions, "limit", 1))
     first = Listening(server, 1, toolsListChanged=True)
     listens.append(first)
     first.next()

@@ -390,15 +390,6 @@ class McpServer:
         """How many ``subscriptions/listen`` streams are open."""
         return len(self.subscriptions)
 
-    @property
-    def max_subscriptions(self) -> int:
-        """How many ``subscriptions/listen`` streams may be open at once."""
-        return self.subscriptions.limit
-
-    @max_subscriptions.setter
-    def max_subscriptions(self, limit: int) -> None:
-        self.subscriptions.limit = limit
-
     def end_subscriptions(self) -> None:
         """End every open ``subscriptions/listen`` (at shutdown): each answers its
         final ``resultType: complete`` result, which ends its stream; so does
