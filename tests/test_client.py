@@ -38,7 +38,7 @@ from mcplite.client import (
 # Private on purpose: the pool tests narrow ``client.transport`` to read its (public)
 # connection counts, and the parser test feeds the client's SSE parser byte by byte,
 # which no call through the public client can do.  There is no public name for either.
-from mcplite.client._http import HttpTransport, SseParser
+from mcplite.client.http import HttpTransport, SseParser
 from mcplite.client.sync import SyncClient
 from mcplite.testing import InMemoryClient
 

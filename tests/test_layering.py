@@ -38,6 +38,7 @@ ALLOWED: dict[str, tuple[str, ...] | None] = {
     # The client shares the wire constants, the outcome types and the protobuf codec.
     "client": (
         "mcplite._version",
+        "mcplite.core.accel",
         "mcplite.core.wire",
         "mcplite.core.outcomes",
         "mcplite.protocols.protobuf",
@@ -325,9 +326,13 @@ def _gated_private_uses(tree: ast.Module) -> list[str]:
         for n in ast.walk(tree)
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     }
-    own |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     own |= {
-        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    own |= {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
     }
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in gated:
@@ -377,7 +382,8 @@ def test_private_names_of_h11_h2_hpack_and_grpclib_are_used_only_in_accel_packag
         "    def _protocol_factory(self): ...\n",
         "from grpclib.client import Channel\nclass C(Channel):\n"
         "    def factory(self): return super()._protocol_factory()\n",
-        "from grpclib.server import Server\ndef f(server: Server): return server._protocol_factory()\n",
+        "from grpclib.server import Server\n"
+        "def f(server: Server): return server._protocol_factory()\n",
         "import h11\ndef f(conn: h11.Connection): return conn._cstate\n",
         "from h11._util import bytesify\n",
         "from grpclib.client import Channel\nclass C(Channel):\n"
@@ -439,7 +445,7 @@ def test_a_grpc_call_from_the_client_loads_no_server_module() -> None:
         "import json, sys\n"
         "from mcplite.client import Client\n"
         "Client('grpc://127.0.0.1:1')\n"
-        "import mcplite.client._grpc\n"
+        "import mcplite.client.grpc, mcplite.client.accel.channels\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run(

@@ -37,7 +37,7 @@ from mcplite.client import (
     ToolNotFoundError,
     TransportError,
 )
-from mcplite.client._grpc import BytesCodec
+from mcplite.client.grpc import BytesCodec
 from mcplite.protocols.protobuf import decode_tool_response, encode_tool_request
 from mcplite.testing import InMemoryClient, connect, transport_pair
 
