@@ -526,6 +526,14 @@ def test_the_sync_client_lists_calls_and_streams(http_kit: Kit) -> None:
         assert client.redeem(promise.promise_token).is_error
 
 
+def test_client_and_sync_client_refuse_an_option_they_do_not_take() -> None:
+    options: Any = {"tokn": "x"}  # a misspelt ``token``: a type checker says so too
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tokn'"):
+        Client("http://127.0.0.1:1", **options)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tokn'"):
+        SyncClient("http://127.0.0.1:1", **options)
+
+
 async def test_the_in_memory_client_calls_a_dispatcher_without_sockets() -> None:
     state = State()
     async with InMemoryClient(make_tools(state), timeout=WAIT) as client:
