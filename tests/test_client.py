@@ -38,7 +38,7 @@ from mcplite.client import (
 # Private on purpose: the pool tests narrow ``client.transport`` to read its (public)
 # connection counts, and the parser test feeds the client's SSE parser byte by byte,
 # which no call through the public client can do.  There is no public name for either.
-from mcplite.client._http import HttpTransport, SseParser
+from mcplite.client.http import HttpTransport, SseParser
 from mcplite.client.sync import SyncClient
 from mcplite.testing import InMemoryClient
 
@@ -524,6 +524,14 @@ def test_the_sync_client_lists_calls_and_streams(http_kit: Kit) -> None:
         assert promise.promise_token is not None
         assert client.cancel(promise.promise_token).text == "cancelled"
         assert client.redeem(promise.promise_token).is_error
+
+
+def test_client_and_sync_client_refuse_an_option_they_do_not_take() -> None:
+    options: Any = {"tokn": "x"}  # a misspelt ``token``: a type checker says so too
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tokn'"):
+        Client("http://127.0.0.1:1", **options)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tokn'"):
+        SyncClient("http://127.0.0.1:1", **options)
 
 
 async def test_the_in_memory_client_calls_a_dispatcher_without_sockets() -> None:

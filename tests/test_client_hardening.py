@@ -28,7 +28,7 @@ from conftest import BASE, WAIT, RunningServer, make_config, start_server
 
 from mcplite import Tools
 from mcplite.client import Client, InvalidArgumentsError, TransportError
-from mcplite.client._http import HttpTransport
+from mcplite.client.http import HttpTransport
 
 # --- a raw HTTP/1.1 server that counts requests ------------------------------------
 

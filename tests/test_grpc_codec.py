@@ -571,7 +571,7 @@ def test_the_call_codec_and_the_grpc_client_load_no_server_code() -> None:
     # The field tags come from the descriptors, not the betterproto classes, whose
     # module imports grpclib.server (for the service base class).
     code = (
-        "import sys, mcplite.protocols.protocalls, mcplite.client._grpc; "
+        "import sys, mcplite.protocols.protocalls, mcplite.client.grpc; "
         "loaded = [m for m in sys.modules if m.startswith(('grpclib.server', "
         "'mcplite.bindings', 'mcplite.protocols.generated.mcplite'))]; "
         "assert loaded == [], loaded"

@@ -5,16 +5,22 @@ only the standard library; the protocols only the core; the bindings the
 protocols and the core; ``auth`` and ``stores`` the core; the client no server
 module on any path.  ``ops`` (serve, CLI, workers, metrics, logs) may use all of
 them and nothing imports it.  Across the package: no import cycle, no
-``_private`` name imported from another module, no module over 700 lines, and
-no module imports the package root.
+``_private`` name imported from another module, no private name of h11, h2,
+hpack or grpclib used outside an ``accel/`` package, no module over 700 lines,
+and no module imports the package root.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
+import inspect
 import json
 import subprocess
 import sys
+import textwrap
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +38,7 @@ ALLOWED: dict[str, tuple[str, ...] | None] = {
     # The client shares the wire constants, the outcome types and the protobuf codec.
     "client": (
         "mcplite._version",
+        "mcplite.core.accel",
         "mcplite.core.wire",
         "mcplite.core.outcomes",
         "mcplite.protocols.protobuf",
@@ -65,6 +72,9 @@ SERVER_SIDE = (
     "grpclib.server",
 )
 MAX_LINES = 700
+#: Libraries whose private names only an ``accel/`` package (gated to the versions
+#: it was tested with) may use.
+GATED = ("h11", "h2", "hpack", "grpclib")
 
 
 @dataclass(frozen=True)
@@ -216,6 +226,182 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     assert offenders == []
 
 
+def _private(name: str) -> bool:
+    """``_name``: not a dunder, nor an enum's ``_sunder_``."""
+    return name.startswith("_") and not name.startswith("__") and not name.endswith("_")
+
+
+def _of_gated_library(obj: object) -> bool:
+    name = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "")
+    return isinstance(name, str) and name.partition(".")[0] in GATED
+
+
+@functools.cache
+def _private_names_of(obj: object) -> frozenset[str]:
+    """The private names a gated library gives ``obj``: a module's globals and
+    its classes' names; a class's, and each gated class's it derives from,
+    with the instance attributes their methods set."""
+    names: set[str] = set()
+    if isinstance(obj, types.ModuleType):
+        names |= {n for n in vars(obj) if _private(n)}
+        for value in list(vars(obj).values()):
+            if isinstance(value, type) and _of_gated_library(value):
+                names |= _private_names_of(value)
+    elif isinstance(obj, type):
+        for cls in obj.__mro__:
+            if not _of_gated_library(cls):
+                continue
+            names |= {n for n in vars(cls) if _private(n)}
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+            except (OSError, TypeError):
+                continue
+            names |= {
+                n.attr
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute)
+                and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == "self"
+                and _private(n.attr)
+            }
+    return frozenset(names)
+
+
+def _gated_imports(tree: ast.Module) -> tuple[dict[str, object], list[str]]:
+    """What a module binds of the gated libraries (name -> module or class), and
+    the private names it imports from them."""
+    bound: dict[str, object] = {}
+    private: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.partition(".")[0] not in GATED:
+                    continue
+                if any(_private(part) for part in alias.name.split(".")):
+                    private.append(alias.name)
+                module = importlib.import_module(alias.name)
+                bound[alias.asname or alias.name] = module
+                top = alias.name.partition(".")[0]
+                bound.setdefault(top, importlib.import_module(top))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module.partition(".")[0] not in GATED:
+                continue
+            if any(_private(part) for part in node.module.split(".")):
+                private.append(node.module)
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if _private(alias.name):
+                    private.append(f"{node.module}.{alias.name}")
+                value = getattr(module, alias.name, None)
+                if value is None:
+                    value = importlib.import_module(f"{node.module}.{alias.name}")
+                bound[alias.asname or alias.name] = value
+    return bound, private
+
+
+def _resolve(expr: ast.expr, bound: dict[str, object]) -> object | None:
+    """The gated module or class ``expr`` names (``Channel``, ``h11.Connection``), or None."""
+    if isinstance(expr, ast.Name):
+        return bound.get(expr.id)
+    if isinstance(expr, ast.Attribute):
+        owner = _resolve(expr.value, bound)
+        return getattr(owner, expr.attr, None) if owner is not None else None
+    return None
+
+
+def _gated_private_uses(tree: ast.Module) -> list[str]:
+    """Where a module uses a private name of a gated library: imports it; reads
+    it off anything (``protocol._x``) when the module defines no such name
+    itself; reads it off ``super()``; or, in a class derived from a gated one,
+    overrides or touches (``self._x``) one its base defines."""
+    bound, found = _gated_imports(tree)
+    if not bound:
+        return found
+    gated = frozenset().union(
+        *(_private_names_of(o) for o in bound.values() if isinstance(o, type | types.ModuleType))
+    )
+    own = {
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    own |= {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    own |= {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in gated:
+            called = node.value
+            from_super = (
+                isinstance(called, ast.Call)
+                and isinstance(called.func, ast.Name)
+                and called.func.id == "super"
+            )
+            if from_super or node.attr not in own:
+                found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ClassDef):
+            bases = [_resolve(b, bound) for b in node.bases]
+            inherited = frozenset().union(
+                *(_private_names_of(b) for b in bases if isinstance(b, type))
+            )
+            for inner in ast.walk(node):
+                if (
+                    isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and inner.name in inherited
+                ):
+                    found.append(f"{inner.lineno}: {node.name}.{inner.name} overrides it")
+                elif (
+                    isinstance(inner, ast.Attribute)
+                    and isinstance(inner.value, ast.Name)
+                    and inner.value.id == "self"
+                    and inner.attr in inherited
+                ):
+                    found.append(f"{inner.lineno}: self.{inner.attr}")
+    return found
+
+
+def test_private_names_of_h11_h2_hpack_and_grpclib_are_used_only_in_accel_packages() -> None:
+    offenders = [
+        f"{name}:{use}"
+        for name, path in _sources().items()
+        if "accel" not in name.split(".")
+        for use in _gated_private_uses(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from grpclib.client import Channel\nclass C(Channel):\n"
+        "    def _protocol_factory(self): ...\n",
+        "from grpclib.client import Channel\nclass C(Channel):\n"
+        "    def factory(self): return super()._protocol_factory()\n",
+        "from grpclib.server import Server\n"
+        "def f(server: Server): return server._protocol_factory()\n",
+        "import h11\ndef f(conn: h11.Connection): return conn._cstate\n",
+        "from h11._util import bytesify\n",
+        "from grpclib.client import Channel\nclass C(Channel):\n"
+        "    def connected(self): return self._protocol\n",
+    ],
+)
+def test_the_private_name_rule_sees_each_way_of_using_one(source: str) -> None:
+    assert _gated_private_uses(ast.parse(source)) != []
+
+
+def test_the_private_name_rule_leaves_a_module_s_own_private_names_alone() -> None:
+    source = (
+        "import h11\nclass C:\n    def __init__(self): self._conn = h11.Connection(h11.CLIENT)\n"
+        "    def _cstate(self): return self._conn.their_state\n"
+    )
+    assert _gated_private_uses(ast.parse(source)) == []
+
+
 def test_no_module_is_over_700_lines() -> None:
     sizes = {
         name: len(path.read_text(encoding="utf-8").splitlines())
@@ -259,7 +445,7 @@ def test_a_grpc_call_from_the_client_loads_no_server_module() -> None:
         "import json, sys\n"
         "from mcplite.client import Client\n"
         "Client('grpc://127.0.0.1:1')\n"
-        "import mcplite.client._grpc\n"
+        "import mcplite.client.grpc, mcplite.client.accel.channels\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run(

@@ -33,7 +33,7 @@ from conftest import BASE, WAIT, make_config
 from grpclib.client import UnaryUnaryMethod
 
 from mcplite import Tools
-from mcplite.client._grpc import BytesCodec
+from mcplite.client.grpc import BytesCodec
 from mcplite.protocols.protobuf import decode_tool_response, encode_tool_request
 from mcplite.testing import connect
 

@@ -37,9 +37,10 @@ from mcplite.client import (
     ToolNotFoundError,
     TransportError,
 )
-from mcplite.client._grpc import BytesCodec
+from mcplite.client.grpc import BytesCodec
 from mcplite.protocols.protobuf import decode_tool_response, encode_tool_request
 from mcplite.testing import InMemoryClient, connect, transport_pair
+from mcplite.testing.http import Message
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -574,6 +575,16 @@ async def test_a_client_that_goes_away_mid_stream_stops_the_tool() -> None:
         await asyncio.wait_for(stopped.wait(), WAIT)
         assert flood.produced < 10_000
         assert (await c.call("echo", {"text": "still here"})).text == "still here"
+
+
+async def test_connect_is_the_in_memory_client_and_a_request_takes_only_headers_and_body() -> None:
+    assert connect is InMemoryClient
+    message: Any = {"header": [("Accept", "application/json")]}  # not ``headers``
+    async with connect(make_tools(), make_config(), timeout=WAIT) as c:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'header'"):
+            await c.request("GET", "/", **message)
+        json_body: Message = {"headers": [("Content-Type", "application/json")], "body": b"{}"}
+        assert (await c.request("POST", BASE + "/tools", **json_body)).status == 200
 
 
 async def test_a_closed_client_cannot_be_used() -> None:

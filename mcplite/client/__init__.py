@@ -49,10 +49,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-import ssl
 from collections.abc import AsyncGenerator, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from ..core.outcomes import Partial, ProgressUpdate
 from .errors import (
@@ -71,6 +70,7 @@ from .errors import (
     rpc_error,
 )
 from .errors import error_from_object as error_from_object
+from .options import ClientOptions, check_options
 from .results import Response, ToolInfo
 from .transports import PromptTransport, ResourceTransport, Security, Transport, transport_for
 
@@ -79,6 +79,7 @@ __all__ = [
     "BaseClient",
     "Client",
     "ClientError",
+    "ClientOptions",
     "InternalServerError",
     "InvalidArgumentsError",
     "InvalidTokenError",
@@ -380,26 +381,27 @@ class Client(BaseClient):
     TLS.  Instead of those, ``ssl_context`` is used as it is, except that over
     gRPC its ALPN protocols are set to ``h2`` (which HTTP/2 over TLS needs).
 
+    The options (:class:`~mcplite.client.options.ClientOptions`): ``timeout``
+    (seconds, default 30), ``pool_size`` (default 8), ``token``, ``cafile``,
+    ``certfile``, ``keyfile``, ``ssl_context`` (default None each).
+
     Raises ValueError for an unsupported URL, TLS options with a plaintext URL,
     TLS files that cannot be used, or a token a header cannot carry (the message
-    never quotes the token).
+    never quotes the token); TypeError for an option of another name.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = 30.0,
-        pool_size: int = 8,
-        token: str | None = None,
-        cafile: str | None = None,
-        certfile: str | None = None,
-        keyfile: str | None = None,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
+    def __init__(self, url: str, **options: Unpack[ClientOptions]) -> None:
+        check_options(options, ClientOptions, "Client")
         self.url = url
-        security = Security(token, cafile, certfile, keyfile, ssl_context)
-        super().__init__(transport_for(url, pool_size, security), timeout=timeout)
+        security = Security(
+            options.get("token"),
+            options.get("cafile"),
+            options.get("certfile"),
+            options.get("keyfile"),
+            options.get("ssl_context"),
+        )
+        transport = transport_for(url, options.get("pool_size", 8), security)
+        super().__init__(transport, timeout=options.get("timeout", 30.0))
 
     async def __aenter__(self) -> Client:
         return self

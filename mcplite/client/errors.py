@@ -10,14 +10,15 @@ promise has no outcome in time.  Both transports build them with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, overload
 
 from ..core import wire
 
 __all__ = [
     "AuthenticationError",
     "ClientError",
+    "Datum",
     "InternalServerError",
     "InvalidArgumentsError",
     "InvalidTokenError",
@@ -31,6 +32,9 @@ __all__ = [
     "error_from_object",
     "rpc_error",
 ]
+
+
+T = TypeVar("T")
 
 
 class ClientError(Exception):
@@ -77,63 +81,79 @@ class RPCError(ClientError):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code!r}, {self.message!r}, {self.data!r})"
 
-    def _data(self, key: str) -> Any:
-        return self.data.get(key) if isinstance(self.data, Mapping) else None
+
+class Datum(Generic[T]):
+    """A read-only attribute of an :class:`RPCError`: the item of its ``data`` (a
+    JSON object) named as the attribute, as ``read`` makes it: ``read`` gets None
+    when there is no such item (or ``data`` is no object) and must not raise."""
+
+    def __init__(self, read: Callable[[Any], T], doc: str | None = None) -> None:
+        self.read = read
+        self.key = ""
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type[RPCError], name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, error: None, owner: type[RPCError]) -> Datum[T]: ...
+    @overload
+    def __get__(self, error: RPCError, owner: type[RPCError]) -> T: ...
+    def __get__(self, error: RPCError | None, owner: type[RPCError]) -> Datum[T] | T:
+        if error is None:
+            return self
+        data = error.data
+        return self.read(data.get(self.key) if isinstance(data, Mapping) else None)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _texts(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _field_errors(value: Any) -> list[dict[str, str]]:
+    if not isinstance(value, list):
+        return []
+    return [
+        {"field": str(e.get("field", "")), "message": str(e.get("message", ""))}
+        for e in value
+        if isinstance(e, Mapping)
+    ]
 
 
 class ToolNotFoundError(RPCError):
     """No tool by that name (-32601, gRPC NOT_FOUND)."""
 
-    @property
-    def requested_tool(self) -> str | None:
-        value = self._data("requested_tool")
-        return value if isinstance(value, str) else None
-
-    @property
-    def available_tools(self) -> list[str]:
-        value = self._data("available_tools")
-        return [str(v) for v in value] if isinstance(value, list) else []
-
-    @property
-    def suggestion(self) -> str | None:
-        """The server's hint, e.g. ``"Did you mean 'echo'?"``, when a name is close."""
-        value = self._data("suggestion")
-        return value if isinstance(value, str) else None
+    requested_tool = Datum(_text, "The name the call asked for.")
+    available_tools = Datum(_texts, "The names of the tools the server has.")
+    suggestion = Datum(
+        _text, "The server's hint, e.g. ``\"Did you mean 'echo'?\"``, when a name is close."
+    )
 
 
 class InvalidArgumentsError(RPCError):
     """The arguments do not match the tool's schema (-32602, gRPC INVALID_ARGUMENT)."""
 
-    @property
-    def errors(self) -> list[dict[str, str]]:
-        """Each offending field: ``{"field": "limit", "message": "..."}``."""
-        value = self._data("errors")
-        if not isinstance(value, list):
-            return []
-        return [
-            {"field": str(e.get("field", "")), "message": str(e.get("message", ""))}
-            for e in value
-            if isinstance(e, Mapping)
-        ]
+    errors = Datum(_field_errors, 'Each offending field: ``{"field": "limit", "message": "..."}``.')
 
 
 class InvalidTokenError(RPCError):
     """A promise token that is invalid, expired or unknown to the server."""
 
-    @property
-    def reason(self) -> str | None:
-        """``"invalid"``, ``"expired"`` or ``"unknown"``."""
-        value = self._data("reason")
-        return value if isinstance(value, str) else None
+    reason = Datum(_text, '``"invalid"``, ``"expired"`` or ``"unknown"``.')
 
 
 class OverloadedError(RPCError):
     """The server is at a limit (-32000, HTTP 503, gRPC RESOURCE_EXHAUSTED); retryable."""
 
-    @property
-    def retry_after(self) -> float | None:
-        value = self._data("retry_after")
-        return float(value) if isinstance(value, int | float) else None
+    retry_after = Datum(_number, "Seconds to wait before trying again, when the server says.")
 
 
 class AuthenticationError(RPCError):
@@ -152,21 +172,13 @@ class PermissionDeniedError(RPCError):
     ``insufficient_scope``, gRPC PERMISSION_DENIED)."""
 
     www_authenticate: str | None = None
-
-    @property
-    def scopes(self) -> list[str]:
-        """The scopes the request needed (every one the tool names)."""
-        value = self._data("scopes")
-        return [str(s) for s in value] if isinstance(value, list) else []
+    scopes = Datum(_texts, "The scopes the request needed (every one the tool names).")
 
 
 class InternalServerError(RPCError):
     """The tool raised (-32603, gRPC INTERNAL); ``error_id`` finds it in the server log."""
 
-    @property
-    def error_id(self) -> str | None:
-        value = self._data("error_id")
-        return value if isinstance(value, str) else None
+    error_id = Datum(_text, "The id of the failure in the server's log.")
 
 
 _TOKEN_REASONS = frozenset({"invalid", "expired", "unknown"})

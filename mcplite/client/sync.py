@@ -16,14 +16,14 @@ raises::
 from __future__ import annotations
 
 import asyncio
-import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from ..core.outcomes import Partial, ProgressUpdate
 from . import BaseClient, Client
+from .options import ClientOptions, check_options
 from .results import Response, ToolInfo
 
 __all__ = ["SyncClient"]
@@ -41,34 +41,22 @@ class SyncClient:
     Instead of ``url``, ``client`` wraps an async client made elsewhere (an
     :class:`~mcplite.testing.InMemoryClient`, say); it is then used only on this
     object's loop, and closed with it.  Close with :meth:`close` or ``with``.
+    Raises what :class:`~mcplite.client.Client` raises, and ValueError for both or
+    neither of ``url`` and ``client``.
     """
 
     def __init__(
         self,
         url: str | None = None,
         *,
-        timeout: float = 30.0,
-        pool_size: int = 8,
-        token: str | None = None,
-        cafile: str | None = None,
-        certfile: str | None = None,
-        keyfile: str | None = None,
-        ssl_context: ssl.SSLContext | None = None,
         client: BaseClient | None = None,
+        **options: Unpack[ClientOptions],
     ) -> None:
+        check_options(options, ClientOptions, "SyncClient")
         if (url is None) == (client is None):
             raise ValueError("give either url or client")
         if client is None:
-            client = Client(
-                str(url),
-                timeout=timeout,
-                pool_size=pool_size,
-                token=token,
-                cafile=cafile,
-                certfile=certfile,
-                keyfile=keyfile,
-                ssl_context=ssl_context,
-            )
+            client = Client(str(url), **options)
         self._client = client
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(

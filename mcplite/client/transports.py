@@ -124,7 +124,7 @@ def transport_for(url: str, pool_size: int, security: Security | None = None) ->
     if not host:
         raise ValueError(f"no host in URL {url!r}")
     if scheme in ("http", "https"):
-        from ._http import HttpTransport
+        from .http import HttpTransport
 
         tls = scheme == "https"
         base = parts.path if parts.path else DEFAULT_BASE_PATH
@@ -138,7 +138,7 @@ def transport_for(url: str, pool_size: int, security: Security | None = None) ->
             pool_size=pool_size,
         )
     if scheme in ("grpc", "grpcs"):
-        from ._grpc import GrpcTransport
+        from .grpc import GrpcTransport
 
         if parts.path not in ("", "/"):
             raise ValueError(f"a {scheme}:// URL has no path: {url!r}")

@@ -6,7 +6,7 @@ import json
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from grpclib.client import Channel
 from grpclib.encoding.base import CodecBase
@@ -21,7 +21,7 @@ from ..core.resources import Resources
 from ..core.tools import Tool, Tools
 from ..protocols.mcp.protocol import CAPABILITIES_KEY, MODERN_VERSION, NAME_PARAMS, VERSION_KEY
 from .grpc import GrpcLiteTransport, MemoryChannel
-from .http import Headers, HttpResponse, HttpSession, LiteTransport, StreamingResponse
+from .http import Headers, HttpResponse, HttpSession, LiteTransport, Message, StreamingResponse
 
 __all__ = ["InMemoryClient", "connect"]
 
@@ -122,12 +122,10 @@ class InMemoryClient(BaseClient):
 
     # --- raw HTTP ---------------------------------------------------------------------
 
-    async def request(
-        self, method: str, path: str, *, headers: Headers = (), body: bytes = b""
-    ) -> HttpResponse:
-        """One HTTP request to the HTTP binding; its whole response.  Raises
-        RequestTimeout, TransportError (see :meth:`HttpSession.open`)."""
-        return await self.session.request(method, path, headers=headers, body=body)
+    async def request(self, method: str, path: str, **message: Unpack[Message]) -> HttpResponse:
+        """One HTTP request to the HTTP binding (``headers``, ``body``); its whole
+        response.  Raises RequestTimeout, TransportError (see :meth:`HttpSession.open`)."""
+        return await self.session.request(method, path, **message)
 
     async def post(self, path: str, payload: Any, *, headers: Headers = ()) -> HttpResponse:
         """POST ``payload`` (bytes as they are, anything else as JSON) with
@@ -139,11 +137,11 @@ class InMemoryClient(BaseClient):
         )
 
     def open(
-        self, method: str, path: str, *, headers: Headers = (), body: bytes = b""
+        self, method: str, path: str, **message: Unpack[Message]
     ) -> AbstractAsyncContextManager[StreamingResponse]:
         """``async with client.open(...) as response``: the response as it arrives
         (``status``, ``headers``, ``chunks()``, ``events()``); see :meth:`HttpSession.open`."""
-        return self.session.open(method, path, headers=headers, body=body)
+        return self.session.open(method, path, **message)
 
     # --- MCP --------------------------------------------------------------------------
 
@@ -257,26 +255,6 @@ def _result_of(reply: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def connect(
-    tools_or_dispatcher: Tools | Iterable[Tool] | Dispatcher,
-    config: Config | None = None,
-    *,
-    binding: Binding = "http",
-    prompts: Prompts | None = None,
-    resources: Resources | None = None,
-    token: str | None = None,
-    timeout: float = 30.0,
-    socket_buffer: int = 64 * 1024,
-) -> InMemoryClient:
-    """``async with connect(tools) as client:`` an :class:`InMemoryClient` (see it
-    for the arguments and what it raises)."""
-    return InMemoryClient(
-        tools_or_dispatcher,
-        config,
-        binding=binding,
-        prompts=prompts,
-        resources=resources,
-        token=token,
-        timeout=timeout,
-        socket_buffer=socket_buffer,
-    )
+#: ``async with connect(tools) as client:`` an :class:`InMemoryClient` (the class
+#: itself: see it for the arguments and what it raises).
+connect = InMemoryClient

@@ -11,49 +11,36 @@ is made again on the next call, as over a socket.  Any stub takes it.
 runs over the real gRPC binding: the messages are read and written by the
 client's codec, statuses map to the same exceptions as over a socket.
 
-grpclib internals used (as ``grpclib.testing.ChannelFor`` does; grpclib 0.4.9):
-``Channel._create_connection`` (the one place a channel connects) and
-``Channel._protocol_factory`` (the protocol it would connect with).
+:class:`MemoryChannel` connects through grpclib internals, as
+``grpclib.testing.ChannelFor`` does: it is a
+:class:`mcplite.client.accel.channels.TrackingChannel` with a ``connect`` hook,
+and uses it whatever the gate of :mod:`mcplite.client.accel` says (that gate
+is for the speed paths of real clients; this is a test tool, as the server
+side's :mod:`mcplite.bindings.grpc.accel.inmemory` is).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from grpclib.client import Channel
 from grpclib.encoding.base import CodecBase, StatusDetailsCodecBase
-from grpclib.protocol import H2Protocol
 
-from ..client._grpc import BytesCodec, GrpcTransport
+from ..client.accel.channels import TrackingChannel
+from ..client.grpc import BytesCodec, GrpcTransport
 from .transports import transport_pair
 
 __all__ = ["GrpcLiteTransport", "MemoryChannel"]
 
-#: Seconds the closing of a connection is waited for.
-CLOSE_WAIT = 1.0
 
-
-class _Protocol(H2Protocol):
-    """grpclib's protocol, telling when its connection has ended."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        super().connection_lost(exc)
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-
-class MemoryChannel(Channel):
+class MemoryChannel(TrackingChannel):
     """A grpclib ``Channel`` to the protocols ``connection()`` makes, in memory.
 
     ``codec`` and ``status_details_codec`` are grpclib's (default: protobuf
-    messages, as generated stubs use them).  Close it with :meth:`aclose` (or
-    grpclib's ``close``).  Make it in the running event loop.
+    messages, as generated stubs use them).  Close it with :meth:`aclose` (which
+    waits, at most a second, until the connection has ended), or grpclib's
+    ``close``.  Make it in the running event loop.
     """
 
     def __init__(
@@ -65,25 +52,18 @@ class MemoryChannel(Channel):
         socket_buffer: int = 64 * 1024,
     ) -> None:
         # The address only names the server in ``:authority``; nothing connects to it.
-        super().__init__("127.0.0.1", 50051, codec=codec, status_details_codec=status_details_codec)
+        super().__init__(
+            "127.0.0.1",
+            50051,
+            codec=codec,
+            status_details_codec=status_details_codec,
+            connect=self._join,
+        )
         self.connection = connection
         self.socket_buffer = socket_buffer
-        self._protocols: list[_Protocol] = []
 
-    async def _create_connection(self) -> H2Protocol:
-        made = self._protocol_factory()
-        protocol = _Protocol(made.handler, made.config, made.h2_config)
+    def _join(self, protocol: asyncio.BaseProtocol) -> None:
         transport_pair(protocol, self.connection(), socket_buffer=self.socket_buffer)
-        self._protocols = [p for p in self._protocols if not p.closed.done()]
-        self._protocols.append(protocol)
-        return protocol
-
-    async def aclose(self) -> None:
-        """Close the connection and wait (boundedly) until it has ended."""
-        self.close()
-        closing = [p.closed for p in self._protocols if not p.closed.done()]
-        if closing:
-            await asyncio.wait(closing, timeout=CLOSE_WAIT)
 
 
 class GrpcLiteTransport(GrpcTransport):

@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import h11
 
@@ -35,17 +37,24 @@ from ..client import (
     TransportError,
     error_from_object,
 )
-from ..client._http import PromptsOverRpc, SseParser, sse_item
-from .transports import MemoryTransport, transport_pair
+from ..client.connections import ConnectionPool, HttpConnection, reason
+from ..client.http import PromptsOverRpc, SseParser, sse_item
+from ..client.options import check_options
+from .transports import transport_pair
 
-__all__ = ["HttpResponse", "HttpSession", "LiteTransport", "StreamingResponse"]
-
-#: Received bytes not yet read by the caller beyond which the connection is not read.
-READ_LIMIT = 64 * 1024
-#: Seconds the closing of a connection is waited for.
-CLOSE_WAIT = 1.0
+__all__ = ["HttpResponse", "HttpSession", "LiteTransport", "Message", "StreamingResponse"]
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+class Message(TypedDict, total=False):
+    """What a request carries besides its method and path: ``headers`` (default
+    none) and ``body`` (default empty)."""
+
+    headers: Headers
+    body: bytes
+
+
 #: Methods whose requests say their body's length even when it is empty (as
 #: http.client does), so that a server need not guess.
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -83,126 +92,11 @@ def _header(headers: list[tuple[str, str]], name: str) -> str | None:
     return found
 
 
-class _Connection(asyncio.Protocol):
-    """One client connection: an asyncio protocol feeding h11."""
-
-    def __init__(self) -> None:
-        self.transport: MemoryTransport | None = None
-        self.h11 = h11.Connection(h11.CLIENT)
-        self.eof = False
-        self.error: Exception | None = None
-        self.closed = asyncio.get_running_loop().create_future()
-        self._unread = 0
-        self._reading_paused = False
-        self._writing_paused = False
-        self._wake: asyncio.Future[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, MemoryTransport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.h11.receive_data(data)
-        self._unread += len(data)
-        if self._unread > READ_LIMIT and not self._reading_paused and self.transport:
-            self._reading_paused = True  # a slow reader: the server feels it
-            self.transport.pause_reading()
-        self._wake_up()
-
-    def eof_received(self) -> bool | None:
-        self._end()
-        return None  # the server has finished: close our side too
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.error = exc
-        self._end()
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-    def pause_writing(self) -> None:
-        self._writing_paused = True
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        self._wake_up()
-
-    def _end(self) -> None:
-        if not self.eof:
-            self.eof = True
-            self.h11.receive_data(b"")
-        self._wake_up()
-
-    def _wake_up(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
-    async def _wait(self) -> None:
-        self._wake = asyncio.get_running_loop().create_future()
-        try:
-            await self._wake
-        finally:
-            self._wake = None
-
-    def usable(self) -> bool:
-        """Whether this idle connection can carry another request."""
-        transport = self.transport
-        return (
-            transport is not None
-            and not transport.is_closing()
-            and not self.eof
-            and self.h11.our_state is h11.IDLE
-            and self.h11.their_state is h11.IDLE
-        )
-
-    async def send(self, events: Iterable[h11.Event]) -> None:
-        """Write ``events``, then wait while the server reads none of it."""
-        assert self.transport is not None
-        data = b"".join(self.h11.send(event) or b"" for event in events)
-        self.transport.write(data)
-        while self._writing_paused and not self.closed.done():
-            await self._wait()
-        if self.error is not None:
-            raise TransportError(f"connection broken: {self.error}")
-
-    async def next_event(self) -> Any:
-        """The next h11 event of the response.  Raises TransportError when the
-        connection ends first, or the response is not valid HTTP."""
-        while True:
-            try:
-                event = self.h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise TransportError(f"malformed HTTP response: {exc}") from None
-            if event is h11.NEED_DATA:
-                if self.eof:
-                    raise TransportError("the server closed the connection mid-response")
-                self._unread = 0
-                if self._reading_paused and self.transport is not None:
-                    self._reading_paused = False
-                    self.transport.resume_reading()
-                await self._wait()
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                raise TransportError("the server closed the connection without answering")
-            return event
-
-    def reusable(self) -> bool:
-        """After a whole exchange: ready for the next one, or False (close it)."""
-        conn = self.h11
-        if conn.our_state is h11.DONE and conn.their_state is h11.DONE and not self.eof:
-            conn.start_next_cycle()
-            return not conn.trailing_data[0]
-        return False
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
 class StreamingResponse:
     """A response whose head has arrived; read its body with :meth:`chunks`,
     :meth:`read` or :meth:`events` (once)."""
 
-    def __init__(self, conn: _Connection, head: h11.Response, timeout: float) -> None:
+    def __init__(self, conn: HttpConnection, head: h11.Response, timeout: float) -> None:
         self.status: int = head.status_code
         self.reason: str = head.reason.decode("latin-1")
         self.headers: list[tuple[str, str]] = [
@@ -262,42 +156,22 @@ class HttpSession:
         self.host = host
         self.timeout = timeout
         self.socket_buffer = socket_buffer
-        #: Connections opened so far.
-        self.connections_opened = 0
-        self._idle: list[_Connection] = []
-        self._busy: set[_Connection] = set()
-        self._closed = False
+        # Every finished connection is kept, however long idle, as a browser keeps them.
+        self.pool = ConnectionPool(self._connect, size=sys.maxsize, idle_timeout=math.inf)
 
-    def _acquire(self) -> _Connection:
-        if self._closed:
-            raise TransportError("the session is closed")
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.usable():
-                self._busy.add(conn)
-                return conn
-            conn.close()
-        conn = _Connection()
+    @property
+    def connections_opened(self) -> int:
+        """Connections opened so far."""
+        return self.pool.connections_opened
+
+    async def _connect(self) -> HttpConnection:
+        conn = HttpConnection()
         transport_pair(conn, self.connection(), socket_buffer=self.socket_buffer)
-        self.connections_opened += 1
-        self._busy.add(conn)
         return conn
-
-    def _release(self, conn: _Connection, complete: bool) -> None:
-        self._busy.discard(conn)
-        if complete and not self._closed and conn.reusable():
-            self._idle.append(conn)
-        else:
-            conn.close()
 
     @contextlib.asynccontextmanager
     async def open(
-        self,
-        method: str,
-        path: str,
-        *,
-        headers: Headers = (),
-        body: bytes = b"",
+        self, method: str, path: str, **message: Unpack[Message]
     ) -> AsyncIterator[StreamingResponse]:
         """Send a request; yield its response once the head has arrived.  The
         connection is kept for the next request if the body was read to its end.
@@ -307,6 +181,9 @@ class HttpSession:
         takes one: POST, PUT, PATCH).  Raises
         RequestTimeout, TransportError (a connection that ends first, or a
         request h11 refuses to send)."""
+        check_options(message, Message, "open")
+        headers = message.get("headers", ())
+        body = message.get("body", b"")
         pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
         names = {name.lower() for name, _ in pairs}
         if "host" not in names:
@@ -314,55 +191,39 @@ class HttpSession:
         framed = names & {"content-length", "transfer-encoding"}
         if (body or method in _BODY_METHODS) and not framed:
             pairs.append(("Content-Length", str(len(body))))
-        conn = self._acquire()
+        conn: HttpConnection | None = None
         response: StreamingResponse | None = None
         try:
             try:
-                request = h11.Request(method=method, target=path, headers=pairs)
-                events: list[h11.Event] = [request]
+                events: list[h11.Event] = [h11.Request(method=method, target=path, headers=pairs)]
                 if body:
                     events.append(h11.Data(data=body))
                 events.append(h11.EndOfMessage())
                 async with asyncio.timeout(self.timeout):
-                    await conn.send(events)
-                    while True:
-                        event = await conn.next_event()
-                        if isinstance(event, h11.Response):
-                            break
+                    conn, _ = await self.pool.acquire()
+                    head = await conn.request(events)
             except h11.LocalProtocolError as exc:
                 raise TransportError(f"h11 will not send this request: {exc}") from None
             except TimeoutError:
                 raise RequestTimeout(
                     f"no answer to {method} {path} within {self.timeout:g} s"
                 ) from None
-            response = StreamingResponse(conn, event, self.timeout)
+            except OSError as exc:
+                raise TransportError(f"connection broken: {reason(exc)}") from None
+            response = StreamingResponse(conn, head, self.timeout)
             yield response
         finally:
-            self._release(conn, response is not None and response.complete)
+            self.pool.settle(conn, response is not None and response.complete)
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        headers: Headers = (),
-        body: bytes = b"",
-    ) -> HttpResponse:
+    async def request(self, method: str, path: str, **message: Unpack[Message]) -> HttpResponse:
         """Send a request and read its whole response (see :meth:`open`)."""
-        async with self.open(method, path, headers=headers, body=body) as response:
+        async with self.open(method, path, **message) as response:
             data = await response.read()
         return HttpResponse(response.status, response.reason, response.headers, data)
 
     async def aclose(self) -> None:
         """Close every connection, waiting (boundedly) for each to end."""
-        self._closed = True
-        conns = [*self._idle, *self._busy]
-        self._idle.clear()
-        self._busy.clear()
-        for conn in conns:
-            conn.close()
-        if conns:
-            await asyncio.wait([conn.closed for conn in conns], timeout=CLOSE_WAIT)
+        await self.pool.aclose()
 
 
 _USER_AGENT = f"mcplite-testing/{__version__}"

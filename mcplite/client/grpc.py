@@ -25,7 +25,6 @@ from grpclib.client import Channel, Stream
 from grpclib.const import Cardinality, Status
 from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, StreamTerminatedError
-from grpclib.protocol import H2Protocol
 
 from ..core import wire
 from ..core.outcomes import Partial, ProgressUpdate
@@ -33,6 +32,7 @@ from ..core.wire import ERROR_DATA_KEY, iso_timestamp
 from ..protocols.protocalls import ResponseMeta, decode_tool_response, encode_tool_request
 from ..protocols.protostruct import decode_struct
 from ..protocols.protowire import CodecError
+from . import accel
 from ._tls import tls_reason
 from .errors import RequestTimeout, TransportError, rpc_error
 
@@ -144,40 +144,6 @@ def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception
     return rpc_error(code, message, data, grpc_status=status.value)
 
 
-class _Protocol(H2Protocol):
-    """grpclib's protocol, noting when its connection has ended."""
-
-    closed: asyncio.Future[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.closed = asyncio.get_running_loop().create_future()
-        super().connection_made(transport)
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        super().connection_lost(exc)
-        if self.closed is not None and not self.closed.done():
-            self.closed.set_result(None)
-
-
-class _Channel(Channel):
-    """grpclib's Channel, keeping its connections' protocols so that
-    :meth:`GrpcTransport.aclose` can wait for them to end.  Closing a TLS
-    connection takes a close_notify exchange on the event loop; a loop that ends
-    first leaks the socket.  (``_protocol_factory`` is grpclib's hook; were it
-    renamed, closing would merely stop waiting.)"""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.protocols: list[_Protocol] = []
-
-    def _protocol_factory(self) -> H2Protocol:
-        made = super()._protocol_factory()
-        protocol = _Protocol(made.handler, made.config, made.h2_config)
-        self.protocols = [p for p in self.protocols if not (p.closed and p.closed.done())]
-        self.protocols.append(protocol)
-        return protocol
-
-
 class GrpcTransport:
     """The MCP-lite gRPC binding from the client side (one HTTP/2 connection).
 
@@ -210,16 +176,28 @@ class GrpcTransport:
 
     def _open(self) -> Channel:
         """A new channel to the server (a subclass may connect otherwise)."""
-        return _Channel(self.host, self.port, ssl=self._ssl, codec=BytesCodec())
+        if accel.on():
+            from .accel.channels import TrackingChannel
+
+            return TrackingChannel(self.host, self.port, ssl=self._ssl, codec=BytesCodec())
+        return Channel(self.host, self.port, ssl=self._ssl, codec=BytesCodec())
 
     async def aclose(self) -> None:
+        """Close the channel.  With the client's speed path on (:mod:`.accel`), wait
+        (at most a second) until its connection has ended: closing a TLS connection
+        takes a close_notify exchange on the event loop, and a loop that ends first
+        leaks the socket.  Off (``MCPLITE_ACCEL=0``, or a grpclib it was not tested
+        with), just close: grpclib has no public way to wait.  Raises nothing."""
         channel, self._channel = self._channel, None
-        if not isinstance(channel, _Channel):
+        if channel is None:
             return
+        if accel.on():
+            from .accel.channels import TrackingChannel
+
+            if isinstance(channel, TrackingChannel):
+                await channel.aclose()
+                return
         channel.close()
-        closing = [p.closed for p in channel.protocols if p.closed is not None]
-        if closing:  # bounded: a peer that never answers close_notify is not waited out
-            await asyncio.wait(closing, timeout=1.0)
 
     def _failure(self, exc: BaseException, stream: Stream[bytes, bytes] | None) -> Exception:
         """The client exception for what grpclib raised."""

@@ -1,18 +1,7 @@
-"""The HTTP/1.1 transport: h11 over an asyncio protocol, with a keep-alive pool.
+"""The HTTP/1.1 transport: MCP-lite requests over a pool of h11 connections.
 
-I/O.  :class:`_Connection` is the asyncio protocol of one connection: the bytes it
-receives go straight into its h11 state machine, and it notes whatever arrives
-while no exchange is in progress (bytes or EOF on an idle connection mean the
-server closed it or is about to).
-
-Pool.  A finished exchange puts its connection back on an idle stack (at most
-``pool_size``; more are closed).  The most recently used idle connection is taken
-first.  Before a request is written to it, a pooled connection is checked, and
-dropped for a new one, when it is known dead: the server closed it or sent
-anything while it was idle (seen by the protocol, or its socket is readable even
-if the event loop has not read it yet); it went unused for ``idle_timeout``
-(shorter than the server's 15 s keep-alive); or h11 says it cannot carry another
-request.
+Connections and their pool are :mod:`.connections`' (an idle one is reused
+only within ``idle_timeout``, shorter than the server's 15 s keep-alive).
 
 Retry.  No byte of a request is ever sent twice, except that an idempotent
 request (discovery, ``redeem``, ``cancel``) sent on a reused connection is sent
@@ -35,14 +24,10 @@ OverloadedError, by the JSON-RPC code of the body or, without one, the status.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
-import os
 import re
-import select
 import ssl
-import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -51,7 +36,7 @@ import h11
 from .._version import __version__
 from ..core import wire
 from ..core.outcomes import Partial, ProgressUpdate
-from ._tls import tls_reason
+from .connections import ConnectionPool, HttpConnection, NoResponse, reason
 from .errors import (
     AuthenticationError,
     OverloadedError,
@@ -62,198 +47,9 @@ from .errors import (
     error_from_object,
 )
 
-__all__ = ["HttpTransport", "SseParser"]
+__all__ = ["HttpTransport", "PromptsOverRpc", "SseParser", "sse_item"]
 
 _USER_AGENT = f"mcplite-client/{__version__}"
-# Received bytes that nobody has read yet, beyond which the socket is not read
-# (a slow consumer of a stream must not make the client buffer without bound).
-_READ_LIMIT = 64 * 1024
-
-
-class _NoResponse(Exception):
-    """The connection ended before any byte of the response."""
-
-
-def _socket_readable(transport: asyncio.BaseTransport) -> bool:
-    """Whether the socket under ``transport`` has something to read (bytes, EOF or an
-    error) that the event loop has not delivered yet; a closed socket counts."""
-    sock = transport.get_extra_info("socket")
-    if sock is None:
-        return False
-    fd = sock.fileno()
-    if fd < 0:
-        return True
-    if hasattr(select, "poll"):  # no FD_SETSIZE limit
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLPRI)
-        return bool(poller.poll(0))  # POLLHUP and POLLERR are reported unasked
-    readable, _, _ = select.select([fd], [], [], 0)
-    return bool(readable)
-
-
-class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection: an asyncio protocol feeding an h11 state machine."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.h11 = h11.Connection(h11.CLIENT)
-        self.idle_since = time.monotonic()
-        self.busy = False  # an exchange is in progress
-        self.stale = False  # something arrived while idle: do not reuse
-        self.got_bytes = False  # of the current response
-        self.eof = False
-        self.lost = False
-        self.error: Exception | None = None  # why the connection was lost
-        self._unread = 0  # bytes given to h11 since it last needed data
-        self._reading_paused = False
-        self._read_waiter: asyncio.Future[None] | None = None
-        self._writing_paused = False
-        self._drain_waiter: asyncio.Future[None] | None = None
-        self._closed = asyncio.get_running_loop().create_future()
-
-    # --- asyncio.Protocol -------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        if not self.busy:
-            self.stale = True  # e.g. a 408 before the server closes an idle connection
-        self.got_bytes = True
-        self.h11.receive_data(data)
-        self._unread += len(data)
-        if self._unread > _READ_LIMIT and not self._reading_paused and self.transport:
-            self._reading_paused = True
-            self.transport.pause_reading()
-        self._wake_reader()
-
-    def eof_received(self) -> bool | None:
-        self._end()
-        return None  # nothing more to say once the server has closed: close
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self.error = exc
-        self._end()
-        waiter = self._drain_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-        if not self._closed.done():
-            self._closed.set_result(None)
-
-    def pause_writing(self) -> None:
-        self._writing_paused = True
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        waiter = self._drain_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def _end(self) -> None:
-        if not self.busy:
-            self.stale = True
-        if not self.eof:
-            self.eof = True
-            self.h11.receive_data(b"")
-        self._wake_reader()
-
-    def _wake_reader(self) -> None:
-        waiter = self._read_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # --- the pool's view --------------------------------------------------------------
-
-    def usable(self, idle_timeout: float) -> bool:
-        """Whether this idle connection can carry a request: known alive, not expired."""
-        transport = self.transport
-        return (
-            transport is not None
-            and not transport.is_closing()
-            and not self.stale
-            and not self.eof
-            and self.h11.our_state is h11.IDLE
-            and time.monotonic() - self.idle_since < idle_timeout
-            and not _socket_readable(transport)
-        )
-
-    # --- one exchange -----------------------------------------------------------------
-
-    async def send(self, data: bytes) -> None:
-        """Write ``data``; raises OSError if the connection is lost meanwhile."""
-        assert self.transport is not None
-        self.busy = True
-        self.transport.write(data)
-        while self._writing_paused and not self.lost:
-            self._drain_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._drain_waiter
-            finally:
-                self._drain_waiter = None
-        if self.lost and self.error is not None:
-            raise self.error if isinstance(self.error, OSError) else OSError(str(self.error))
-
-    async def next_event(self) -> Any:
-        """The next h11 event of the response.
-
-        Raises _NoResponse when the connection ends before any byte of the
-        response, TransportError when it ends or breaks in the middle of one.
-        """
-        conn = self.h11
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                if self.eof:
-                    raise self._ended() from None
-                raise TransportError(f"malformed HTTP response: {exc}") from None
-            if event is h11.NEED_DATA:
-                if self.eof:  # h11 has had the EOF but waits for more: a broken connection
-                    raise self._ended()
-                await self._readable()
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                raise self._ended()
-            return event
-
-    async def _readable(self) -> None:
-        self._unread = 0
-        if self._reading_paused and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
-        self._read_waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self._read_waiter
-        finally:
-            self._read_waiter = None
-
-    def _ended(self) -> Exception:
-        if not self.got_bytes:
-            return _NoResponse()
-        if self.error is not None:
-            return TransportError(f"connection broken: {_reason(self.error)}")
-        return TransportError("the server closed the connection in the middle of a response")
-
-    def finish(self) -> bool:
-        """After a whole exchange: ready the next one; False if this one must close."""
-        conn = self.h11
-        self.busy = False
-        if conn.our_state is h11.DONE and conn.their_state is h11.DONE and not self.eof:
-            conn.start_next_cycle()
-            self.got_bytes = False
-            self.idle_since = time.monotonic()
-            # Bytes past the response, which we did not ask for: do not trust the rest.
-            return not conn.trailing_data[0]
-        return False
-
-    def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
-
-    async def wait_closed(self) -> None:
-        await self._closed
 
 
 class PromptsOverRpc:
@@ -299,8 +95,6 @@ class HttpTransport(PromptsOverRpc):
         pool_size: int = 8,
         idle_timeout: float = 10.0,
     ) -> None:
-        if pool_size < 0:
-            raise ValueError("pool_size must not be negative")
         self.host = host
         self.port = port
         self.base_path = base_path
@@ -309,88 +103,39 @@ class HttpTransport(PromptsOverRpc):
         if tls:
             self._ssl = ssl_context if ssl_context is not None else ssl.create_default_context()
         self._authorization = authorization
-        self.pool_size = pool_size
-        self.idle_timeout = idle_timeout
         authority = f"[{host}]" if ":" in host else host
         self.origin = f"{'https' if tls else 'http'}://{authority}:{port}"
         default_port = 443 if tls else 80
         self._host_header = authority if port == default_port else f"{authority}:{port}"
-        self._idle: list[_Connection] = []
-        self._busy: set[_Connection] = set()
+        #: The keep-alive connections (raises ValueError for a negative ``pool_size``).
+        self.pool = ConnectionPool(self._connect, size=pool_size, idle_timeout=idle_timeout)
         self._ids = itertools.count(1)
-        self._closed = False
-        #: Connections opened so far (for tests and the curious).
-        self.connections_opened = 0
+
+    @property
+    def connections_opened(self) -> int:
+        """Connections opened so far (for tests and the curious)."""
+        return self.pool.connections_opened
 
     @property
     def idle_connections(self) -> int:
-        return len(self._idle)
+        return self.pool.idle_connections
 
-    # --- the pool ---------------------------------------------------------------------
-
-    async def _connect(self) -> _Connection:
+    async def _connect(self) -> HttpConnection:
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=self._ssl)
+            _, conn = await loop.create_connection(
+                HttpConnection, self.host, self.port, ssl=self._ssl
+            )
         except OSError as exc:  # ssl.SSLError included
-            raise TransportError(f"cannot connect to {self.origin}: {_reason(exc)}") from None
-        self.connections_opened += 1
+            raise TransportError(f"cannot connect to {self.origin}: {reason(exc)}") from None
         return conn
 
-    async def _acquire(self, fresh: bool) -> tuple[_Connection, bool]:
-        """A connection and whether it was reused from the pool.
-
-        A pooled connection that is known dead before anything is written to it
-        (see :meth:`_Connection.usable`) is closed and the next one tried: that is
-        the only point where a request may move to another connection freely.
-        """
-        if self._closed:
-            raise TransportError("the client is closed")
-        while self._idle and not fresh:
-            conn = self._idle.pop()
-            if conn.usable(self.idle_timeout):
-                self._busy.add(conn)
-                return conn, True
-            conn.close()
-        conn = await self._connect()
-        self._busy.add(conn)
-        return conn, False
-
-    def _release(self, conn: _Connection) -> None:
-        self._busy.discard(conn)
-        if conn.finish() and not self._closed and len(self._idle) < self.pool_size:
-            self._idle.append(conn)
-        else:
-            conn.close()
-
-    def _settle(self, conn: _Connection | None, done: bool) -> None:
-        """After an exchange: ``conn`` back to the pool when it was ``done``, else
-        dropped (what it still holds is unknown)."""
-        if conn is None:
-            return
-        if done:
-            self._release(conn)
-        else:
-            self._discard(conn)
-
-    def _discard(self, conn: _Connection) -> None:
-        self._busy.discard(conn)
-        conn.close()
-
     async def aclose(self) -> None:
-        self._closed = True
-        conns = [*self._idle, *self._busy]
-        self._idle.clear()
-        self._busy.clear()
-        for conn in conns:
-            conn.close()
-        for conn in conns:
-            with contextlib.suppress(OSError, TimeoutError):
-                await asyncio.wait_for(conn.wait_closed(), 1.0)
+        await self.pool.aclose()
 
     # --- one exchange -----------------------------------------------------------------
 
-    def _request_bytes(self, conn: _Connection, path: str, body: bytes, accept: str) -> bytes:
+    def _request(self, path: str, body: bytes, accept: str) -> list[h11.Event]:
         headers = [
             ("Host", self._host_header),
             ("User-Agent", _USER_AGENT),
@@ -400,48 +145,42 @@ class HttpTransport(PromptsOverRpc):
         ]
         if self._authorization is not None:
             headers.append(("Authorization", self._authorization))
-        out = conn.h11.send(h11.Request(method="POST", target=path, headers=headers))
-        out = (out or b"") + (conn.h11.send(h11.Data(data=body)) or b"")
-        return out + (conn.h11.send(h11.EndOfMessage()) or b"")
+        request = h11.Request(method="POST", target=path, headers=headers)
+        return [request, h11.Data(data=body), h11.EndOfMessage()]
 
     async def _start(
         self, path: str, body: bytes, accept: str, idempotent: bool
-    ) -> tuple[_Connection, h11.Response]:
+    ) -> tuple[HttpConnection, h11.Response]:
         """Send a request and read the response head (see the module doc on retry)."""
         for attempt in (1, 2):
-            conn, reused = await self._acquire(fresh=attempt == 2)
+            conn, reused = await self.pool.acquire(fresh=attempt == 2)
             try:
                 try:
-                    await conn.send(self._request_bytes(conn, path, body, accept))
-                    while True:
-                        event = await conn.next_event()
-                        if isinstance(event, h11.Response):
-                            return conn, event
-                        # InformationalResponse (100 Continue): the final one follows.
-                except (_NoResponse, OSError) as exc:
+                    return conn, await conn.request(self._request(path, body, accept))
+                except (NoResponse, OSError) as exc:
                     # The request may have reached the server (and the tool run):
                     # only an idempotent one may go again.
                     if reused and idempotent and attempt == 1:
-                        self._discard(conn)
+                        self.pool.discard(conn)
                         continue
                     if isinstance(exc, OSError):
                         raise TransportError(
-                            f"connection to {self.origin} broken: {_reason(exc)}"
+                            f"connection to {self.origin} broken: {reason(exc)}"
                         ) from None
                     if conn.error is not None:  # e.g. a TLS alert: no client certificate
                         raise TransportError(
                             f"{self.origin} closed the connection without answering: "
-                            f"{_reason(conn.error)}"
+                            f"{reason(conn.error)}"
                         ) from None
                     raise TransportError(
                         f"{self.origin} closed the connection without answering"
                     ) from None
             except BaseException:
-                self._discard(conn)
+                self.pool.discard(conn)
                 raise
         raise AssertionError("unreachable")
 
-    async def _read_body(self, conn: _Connection) -> bytes:
+    async def _read_body(self, conn: HttpConnection) -> bytes:
         chunks = []
         while True:
             event = await conn.next_event()
@@ -453,7 +192,7 @@ class HttpTransport(PromptsOverRpc):
     async def _post(
         self, path: str, body: bytes, timeout: float, idempotent: bool
     ) -> tuple[h11.Response, bytes]:
-        conn: _Connection | None = None
+        conn: HttpConnection | None = None
         done = False
         try:
             async with asyncio.timeout(timeout):
@@ -465,7 +204,7 @@ class HttpTransport(PromptsOverRpc):
                 f"no answer from {self.origin}{path} within {timeout:g} s"
             ) from None
         finally:
-            self._settle(conn, done)
+            self.pool.settle(conn, done)
         return head, data
 
     # --- the binding ------------------------------------------------------------------
@@ -542,7 +281,7 @@ class HttpTransport(PromptsOverRpc):
     ) -> AsyncIterator[Partial | ProgressUpdate | dict[str, Any]]:
         path = self.base_path + "/rpc"
         body = self._rpc_body(name, arguments)
-        conn: _Connection | None = None
+        conn: HttpConnection | None = None
         final: dict[str, Any] | None = None
         done = False
         try:
@@ -579,7 +318,7 @@ class HttpTransport(PromptsOverRpc):
                 ) from None
             done = True
         finally:
-            self._settle(conn, done)
+            self.pool.settle(conn, done)
         if final is None:
             raise TransportError("the stream ended without its final result")
         yield final
@@ -607,17 +346,6 @@ def _with_headers(error: RPCError, headers: Iterable[tuple[bytes, bytes]]) -> RP
             data = error.data if isinstance(error.data, dict) else {}
             error.data = {**data, "retry_after": int(retry)}
     return error
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError):  # before errno, which is OpenSSL's here
-        return tls_reason(exc)
-    # asyncio words a refusal "Connect call failed ('127.0.0.1', 1)": say what it was.
-    errno = getattr(exc, "errno", None)
-    if isinstance(errno, int) and errno > 0:
-        return os.strerror(errno)
-    strerror = getattr(exc, "strerror", None)
-    return strerror or str(exc) or type(exc).__name__  # e.g. a resolver's error
 
 
 def sse_item(kind: str, payload: str) -> Partial | ProgressUpdate | dict[str, Any] | None:
