@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import h11
 
 from ...core.errors import ShuttingDown
-from ...core.observe import CLIENT_GONE, Access
+from ...core.observe import CLIENT_GONE
 from ...core.runner import EAGER_TASKS, start_task
 from .admission import Refusal, Verification
 from .framing import Connection, fast_response, header_fields, unread
@@ -481,24 +481,11 @@ class HttpConnection(asyncio.Protocol):
 
     def _log(self, outcome: str | None = None) -> None:
         request = self._request
-        route = self._route
-        binding = route.binding if route is not None else "http"
-        metrics = self.server.metrics
-        if request is not None and metrics.on:
-            draining = self.status == 503 and self.server.draining
-            metrics.request(binding, self.status, "shutting_down" if draining else None)
-        if request is not None and self.config.access_log:
-            entry = Access(
-                binding,
-                request.method.decode("latin-1"),
-                request.path_text(),
-                request.tool,
-                self.status,
-                (time.perf_counter() - self._t0) * 1000,
-                self._peer,
-                outcome,
-            )
-            self.server.access_log.write(entry)
+        if request is not None:
+            server = self.server
+            draining = self.status == 503 and server.draining
+            reason = "shutting_down" if draining else None
+            server.record(request, self._route, self.status, self._t0, outcome, reason)
 
     def _log_cut_off(self) -> None:
         """The access line (and request count) of a request whose answer was cut

@@ -38,36 +38,23 @@ import contextlib
 import socket
 import ssl
 
-from ...core.config import LOOPBACK_NAMES, Config, is_loopback
+from ...core.config import Config
 from ...core.dispatch import Dispatcher
 from ...core.prompts import Prompts
 from ...core.resources import Resources
-from ...protocols.jsonrpc import JsonRpc
-from ...protocols.mcp.server import McpServer
-from ...protocols.methods import mcplite_methods
 from ..base import Binding
-from .admission import Admission
 from .connection import HttpConnection
-from .cors import CorsPolicy
-from .endpoints import JsonRpcCalls, PromptsList, ResourceMetadata, ToolsList
-from .hosts import AllowedHosts
-from .mcp_endpoint import McpEndpoint
-from .protected import ProtectedResource
-from .routes import Route, Routes
+from .site import HttpSite
 
 __all__ = ["HttpServer"]
-
-_POST = (b"POST",)
-#: What a CORS preflight to the MCP path is told: its GET and DELETE are answered
-#: 405, which a browser shows the page only if the preflight let it ask.
-_MCP_PREFLIGHT = (b"GET", b"POST", b"DELETE")
 
 # After the grace period, how long calls told to stop get before the rest is cancelled.
 _LAST_WORD = 0.5
 
 
-class HttpServer(Binding):
-    """Serves a :class:`Dispatcher` over HTTP/1.1; start with :meth:`start`."""
+class HttpServer(HttpSite, Binding):
+    """Serves a :class:`Dispatcher` over HTTP/1.1; start with :meth:`start`.  The
+    endpoints are its :class:`~mcplite.bindings.http.site.HttpSite`."""
 
     def __init__(
         self,
@@ -77,31 +64,9 @@ class HttpServer(Binding):
         prompts: Prompts | None = None,
         resources: Resources | None = None,
     ) -> None:
-        self.dispatcher = dispatcher
-        self.config = config = config or dispatcher.config
-        self.rpc = JsonRpc(
-            dispatcher, mcplite_methods(dispatcher, prompts=prompts, resources=resources)
-        )
-        self.prompts = prompts
-        self.auth = auth = dispatcher.auth
-        self.metrics = dispatcher.metrics
-        self.access_log = dispatcher.access_log
+        super().__init__(dispatcher, config, prompts=prompts, resources=resources)
+        config = self.config
         self.ssl: ssl.SSLContext | None = None
-        #: What 401s point to, and the OAuth metadata (auth on only).
-        self.protected = ProtectedResource(auth, config, dispatcher) if auth is not None else None
-        #: CORS for browsers on other origins (None: off); see mcplite.bindings.http.cors.
-        self.cors = CorsPolicy(config.cors_allow_origins) if config.cors_allow_origins else None
-        #: Host names the MCP endpoint accepts (None: any); see Config.mcp_allowed_hosts.
-        self.hosts = AllowedHosts(
-            frozenset(h.lower() for h in config.mcp_allowed_hosts)
-            if config.mcp_allowed_hosts is not None
-            else None,
-            self.cors,
-        )
-        self.admission = Admission(self.hosts, cors=self.cors, auth=auth, protected=self.protected)
-        mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
-        self._mcp = McpEndpoint(dispatcher, config, mcp, protected=self.protected)
-        self.routes = Routes(self._route_table(prompts))
         self.connections: set[HttpConnection] = set()
         # Connections refused with 503 (too many), lingering until their client
         # has read it (see _LINGERING_REFUSALS).
@@ -118,53 +83,6 @@ class HttpServer(Binding):
         self._tick_every = min(
             1.0, max(0.02, min(config.request_timeout, config.keepalive_timeout) / 4)
         )
-
-    def _route_table(self, prompts: Prompts | None) -> list[Route]:
-        config = self.config
-        base = config.base_path.encode()
-        tools = ToolsList(self.dispatcher).answer
-        calls = JsonRpcCalls(self.dispatcher, config, self.rpc, protected=self.protected).handle
-        table = [
-            Route(base + b"/listtools", _POST, answer=tools),
-            Route(base + b"/tools", _POST, answer=tools),
-            Route(base + b"/calltools", _POST, handle=calls),
-            Route(base + b"/rpc", _POST, handle=calls),
-        ]
-        if prompts is not None:
-            table.append(Route(base + b"/prompts", _POST, answer=PromptsList(prompts).answer))
-        if config.mcp_path is not None:
-            table.append(
-                Route(
-                    config.mcp_path.encode(),
-                    _POST,
-                    handle=self._mcp.handle,
-                    binding="mcp",
-                    check_host=True,
-                    preflight_methods=_MCP_PREFLIGHT,
-                )
-            )
-        if self.protected is not None:
-            metadata = ResourceMetadata(self.protected).answer
-            for path in self.protected.metadata_paths():
-                table.append(
-                    Route(
-                        path.encode(),
-                        (b"GET", b"HEAD"),
-                        answer=metadata,
-                        public=True,
-                        json_body=False,
-                    )
-                )
-        return table
-
-    @property
-    def mcp(self) -> McpServer:
-        """The MCP methods ``/mcp`` answers with (replaceable)."""
-        return self._mcp.mcp
-
-    @mcp.setter
-    def mcp(self, mcp: McpServer) -> None:
-        self._mcp.mcp = mcp
 
     def watch(self) -> None:
         """Make sure the deadline ticker runs while there are connections."""
@@ -190,13 +108,9 @@ class HttpServer(Binding):
         self._server = await loop.create_server(
             lambda: HttpConnection(self), sock=sock, backlog=1024, ssl=tls
         )
-        if self.hosts.allowed is None and self.config.mcp_allowed_hosts is None:
-            bound = self._server.sockets[0].getsockname()[0]
-            if is_loopback(bound):
-                self.hosts.allowed = LOOPBACK_NAMES
-        if self.protected is not None:
-            self.protected.scheme = "https" if tls is not None else "http"
-            self.protected.default_host = f"127.0.0.1:{self.port}"
+        bound = self._server.sockets[0].getsockname()[0]
+        scheme = "https" if tls is not None else "http"
+        self.listening(bound, scheme, f"127.0.0.1:{self.port}")
         return self._server
 
     def connection(self) -> asyncio.Protocol:
