@@ -10,8 +10,11 @@ builds ``serve`` and ``stdio``'s options from them, so a setting is written once
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import os
+import secrets
 import ssl
 from collections.abc import Callable, Iterator
 from dataclasses import Field, dataclass, field, fields
@@ -19,6 +22,8 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from .wire import DEFAULT_BASE_PATH, DEFAULT_MAX_MESSAGE_SIZE
+
+log = logging.getLogger("mcplite")
 
 __all__ = [
     "LOG_FORMATS",
@@ -32,6 +37,7 @@ __all__ = [
     "non_negative",
     "positive_float",
     "positive_int",
+    "resolve_secret",
 ]
 
 KiB = 1024
@@ -571,3 +577,19 @@ def flags() -> Iterator[tuple[Field[Any], Flag]]:
         flag = f.metadata.get("flag")
         if flag is not None:
             yield f, flag
+
+
+def resolve_secret(
+    config: Config,
+    random_means: str = "using a random one; promise tokens will not survive a restart",
+) -> Config:
+    """``config`` with its promise secret settled: ``--secret``, else
+    ``$MCPLITE_SECRET``, else a random one (tokens then die with the process: said
+    once, as a warning that ends with ``random_means``)."""
+    if config.secret is not None:
+        return config
+    env = os.environ.get("MCPLITE_SECRET")
+    if env:
+        return dataclasses.replace(config, secret=env.encode())
+    log.warning("no promise secret given (--secret or MCPLITE_SECRET): %s", random_means)
+    return dataclasses.replace(config, secret=secrets.token_bytes(32))

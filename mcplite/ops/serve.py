@@ -10,7 +10,6 @@ import errno
 import gc
 import logging
 import os
-import secrets
 import signal
 import socket
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from ..auth import Auth, StaticTokens, auth_from_config
 from ..bindings.base import Binding
 from ..bindings.stdio import StdioPipes, run_stdio
 from ..core.accel import enabled
-from ..core.config import Config, is_loopback
+from ..core.config import Config, is_loopback, resolve_secret
 from ..core.dispatch import Dispatcher
 from ..core.promises import PromiseStore
 from ..core.prompts import Prompts
@@ -69,22 +68,6 @@ def promise_store(config: Config) -> PromiseStore | None:
         )
     except (ValueError, ImportError) as exc:
         raise ServeError(f"--promise-store: {exc}") from None
-
-
-def resolve_secret(
-    config: Config,
-    random_means: str = "using a random one; promise tokens will not survive a restart",
-) -> Config:
-    """``config`` with its promise secret settled: ``--secret``, else
-    ``$MCPLITE_SECRET``, else a random one (tokens then die with the process: said
-    once, as a warning that ends with ``random_means``)."""
-    if config.secret is not None:
-        return config
-    env = os.environ.get("MCPLITE_SECRET")
-    if env:
-        return dataclasses.replace(config, secret=env.encode())
-    log.warning("no promise secret given (--secret or MCPLITE_SECRET): %s", random_means)
-    return dataclasses.replace(config, secret=secrets.token_bytes(32))
 
 
 async def serve(
