@@ -4,12 +4,19 @@ endpoints of an :class:`~mcplite.bindings.http.site.HttpSite`.
 The ASGI server owns the connection: framing, keep-alive, ``100 Continue``,
 header limits and timeouts are its own.  What our own server does per request
 (:mod:`mcplite.bindings.http.connection`) is done here in the same order, with
-the same answers: a declared body over ``max_body_size`` gets ``413`` before
-it is read; the head is admitted (404, 405 with ``Allow``, the Host check,
-CORS, 415, authentication); a refusal is answered once the body is read and
-dropped (at once, closing, to a client waiting for ``100 Continue``); a body
-that grows past the limit gets ``413``; then the route's handler answers,
-whole or as an SSE stream.
+the same answers: a body over ``max_body_size`` gets ``413``; the head is
+admitted (404, 405 with ``Allow``, the Host check, CORS, 415,
+authentication); a refusal is answered once the body is read and dropped (at
+once, closing, to a client waiting for ``100 Continue``); then the route's
+handler answers, whole or as an SSE stream.
+
+Our own server answers ``413`` before the body arrives, then reads and drops
+what the client still sends (a *lingering* close: a socket closed with unread
+input is reset, which can destroy the answer before the client reads it).
+An ASGI application cannot read after its answer, so it reads and drops
+first, up to ``_DROP_AT_MOST`` bytes past the limit, then answers ``413``
+with ``Connection: close`` (at once for a larger declared body, or a client
+waiting for ``100 Continue``).
 
 While a handler runs, a task waits on ``receive`` for ``http.disconnect``: a
 client that leaves cancels the call (a stream is closed, which stops its
@@ -40,6 +47,9 @@ log = logging.getLogger("mcplite")
 #: "client closed request"), as our own server logs it.
 _CLIENT_CLOSED = 499
 _CLOSE = (b"connection", b"close")
+#: How much of a body over the limit is read and dropped before the 413 (our own
+#: server's lingering close reads as much).
+_DROP_AT_MOST = 4 * 1024 * 1024
 #: Methods as the Request holds them (bytes), for the usual ones without an encode.
 _METHODS = {m: m.encode() for m in ("POST", "GET", "HEAD", "OPTIONS", "PUT", "DELETE")}
 
@@ -121,7 +131,10 @@ class HttpExchange:
         limit = site.config.max_body_size
         length = headers.get(b"content-length")
         if length is not None and _longer(length, limit):
-            await self.fail(413, f"Request body too large (max {limit} bytes)")
+            if self.waits_for_continue() or _longer(length, limit + _DROP_AT_MOST):
+                await self.too_large()
+            else:
+                await self.read_body(keep=False)  # answers 413 once it is read
             return
         admitted = site.admission.admit(request, route, self.cors)
         verification = None
@@ -145,7 +158,8 @@ class HttpExchange:
 
     async def read_body(self, *, keep: bool = True) -> bytes | None:
         """The whole body (``keep`` False: read and dropped), or None when the
-        request is over already: answered 413, or its client gone."""
+        request is over already: its client gone, or answered 413 (past the
+        limit, after dropping up to ``_DROP_AT_MOST`` more bytes)."""
         limit = self.site.config.max_body_size
         receive = self.receive
         chunks: list[bytes] = []
@@ -160,12 +174,21 @@ class HttpExchange:
             if chunk:
                 size += len(chunk)
                 if size > limit:
-                    await self.fail(413, f"Request body too large (max {limit} bytes)")
-                    return None
-                if keep:
+                    keep = False
+                    if size > limit + _DROP_AT_MOST:
+                        break
+                elif keep:
                     chunks.append(chunk)
             if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                break
+        if size > limit:
+            await self.too_large()
+            return None
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def waits_for_continue(self) -> bool:
+        """Whether the client holds its body back for our word (``Expect: 100-continue``)."""
+        return self.request.headers.get(b"expect", b"").lower() == b"100-continue"
 
     async def refuse(self, refusal: Refusal) -> None:
         """Answer what the head decided: after reading the body to its end, so
@@ -174,7 +197,7 @@ class HttpExchange:
         status = refusal.status
         if status == 204:  # a CORS preflight: its own CORS headers
             self.cors = refusal.headers
-        elif self.request.headers.get(b"expect", b"").lower() == b"100-continue":
+        elif self.waits_for_continue():
             await self.fail(status, refusal.message, refusal.headers)
             return
         if await self.read_body(keep=False) is None:
@@ -289,6 +312,10 @@ class HttpExchange:
         """Answer an error before the body is read (or after a failure), closing."""
         await self.error(status, message, extra, close=True)
         self.record()
+
+    async def too_large(self) -> None:
+        limit = self.site.config.max_body_size
+        await self.fail(413, f"Request body too large (max {limit} bytes)")
 
     async def _start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.started = True
