@@ -54,6 +54,7 @@ class Gates:
     promised: asyncio.Event = field(default_factory=asyncio.Event)  # a call became a promise
     release: asyncio.Event = field(default_factory=asyncio.Event)
     stream_stopped: threading.Event = field(default_factory=threading.Event)
+    call_entered: threading.Event = field(default_factory=threading.Event)
     call_stopped: threading.Event = field(default_factory=threading.Event)
     held_stopped: threading.Event = field(default_factory=threading.Event)
     promises: int = 0
@@ -125,6 +126,7 @@ def make_tools(gates: Gates) -> Tools:
     async def hold(ctx: Context | None = None) -> str:
         """Report progress, then wait until stopped."""
         assert ctx is not None
+        gates.call_entered.set()
         try:
             ctx.report_progress(1, None, "holding")
             await asyncio.Event().wait()
@@ -429,8 +431,11 @@ async def test_http_errors_under_the_mount_are_the_own_server_s(site: Site) -> N
 # --- clients that leave -----------------------------------------------------------------------
 
 
-async def post_and_leave(port: int, path: str, body: bytes, headers: str, until: bytes) -> bytes:
-    """POST over a raw socket, read until ``until`` arrives, then close the socket."""
+async def post_and_leave(
+    port: int, path: str, body: bytes, headers: str, until: bytes | threading.Event
+) -> bytes:
+    """POST over a raw socket, read until ``until`` arrives (or is set), then close
+    the socket; what was read."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         head = (
@@ -438,6 +443,9 @@ async def post_and_leave(port: int, path: str, body: bytes, headers: str, until:
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{headers}\r\n"
         )
         writer.write(head.encode() + body)
+        if isinstance(until, threading.Event):
+            assert await asyncio.to_thread(until.wait, WAIT)
+            return b""
         async with asyncio.timeout(WAIT):
             return await reader.readuntil(until)
     finally:
@@ -468,10 +476,26 @@ async def test_a_client_that_leaves_a_stream_stops_its_tool(
     assert errors_logged(caplog) == []
 
 
+async def test_a_client_that_leaves_before_a_plain_answer_cancels_the_call(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    served, gates = site.served, site.gates
+    gates.call_entered.clear()
+    gates.call_stopped.clear()
+    baseline = served.tasks()
+    body = json.dumps(call_message("hold")).encode()
+    await post_and_leave(served.port, f"{LITE}/calltools", body, "", gates.call_entered)
+    assert await asyncio.to_thread(gates.call_stopped.wait, WAIT)
+    assert served.leftover(baseline) == set()
+    assert site.dispatcher.active == 0
+    assert errors_logged(caplog) == []
+
+
 async def test_a_client_that_leaves_an_mcp_progress_stream_cancels_the_call(
     site: Site, caplog: pytest.LogCaptureFixture
 ) -> None:
     served = site.served
+    site.gates.call_stopped.clear()
     baseline = served.tasks()
     message = modern("tools/call", {"name": "hold", "arguments": {}})
     message["params"]["_meta"]["progressToken"] = "p1"

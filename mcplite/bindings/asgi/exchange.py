@@ -18,8 +18,9 @@ first, up to ``_DROP_AT_MOST`` bytes past the limit, then answers ``413``
 with ``Connection: close`` (at once for a larger declared body, or a client
 waiting for ``100 Continue``).
 
-While a handler runs, a task waits on ``receive`` for ``http.disconnect``: a
-client that leaves cancels the call (a stream is closed, which stops its
+While a handler waits for something (a tool that suspends, a stream), a task
+waits on ``receive`` for ``http.disconnect``: a client that leaves cancels the
+call (a stream is closed, which stops its
 tool), as a closed socket does on our own server.  The request is then logged
 ``client-gone`` (with status 499 when nothing was sent) and the application
 returns normally: the client's leaving is no error of the server's.
@@ -103,6 +104,7 @@ class HttpExchange:
         "started",
         "status",
         "t0",
+        "watcher",
     )
 
     def __init__(self, site: HttpSite, request: Request, receive: Receive, send: Send) -> None:
@@ -118,6 +120,7 @@ class HttpExchange:
         self.started = False  # the response's head is sent
         self.done = False  # its last part is being sent: a disconnect now is the server's
         self.gone = False  # the client left before the end
+        self.watcher: asyncio.Task[None] | None = None  # waits for the client to leave
 
     async def run(self) -> None:
         """Answer the request (see the module docstring)."""
@@ -217,7 +220,9 @@ class HttpExchange:
         client leaves meanwhile."""
         task = asyncio.current_task()
         assert task is not None
-        watcher = asyncio.get_running_loop().create_task(self._watch(task))
+        # The watch starts only if the answer waits for something: most calls are
+        # answered before the loop runs again, and then no task is made for it.
+        watching = asyncio.get_running_loop().call_soon(self._start_watch, task)
         try:
             try:
                 reply = await self._reply(route, verification)
@@ -226,7 +231,9 @@ class HttpExchange:
                 elif reply is not None:
                     await self.stream(reply)
             finally:
-                watcher.cancel()
+                watching.cancel()
+                if self.watcher is not None:
+                    self.watcher.cancel()
         except asyncio.CancelledError:
             self.record_cut_off()
             # Our own doing when the client left: over, not an error.  Anything
@@ -257,6 +264,9 @@ class HttpExchange:
             return route.answer(request)
         assert route.handle is not None
         return await route.handle(request)
+
+    def _start_watch(self, task: asyncio.Task[None]) -> None:
+        self.watcher = asyncio.get_running_loop().create_task(self._watch(task))
 
     async def _watch(self, task: asyncio.Task[None]) -> None:
         """Wait for the client to leave; then stop ``task`` unless it is answered."""
