@@ -82,8 +82,11 @@ MCP_2026_META = {
 }
 # mcplite_plain: mcplite with every speed path off (MCPLITE_ACCEL=0), the public-API
 # path of h11, h2 and grpclib, so a row shows what the speed paths buy.
-HTTP_SERVERS = ("bare_asyncio", "bare_h11", "mcp_sdk", "mcplite", "mcplite_plain")
+HTTP_SERVERS = ("bare_asyncio", "bare_h11", "mcp_sdk", "mcplite", "mcplite_plain", "mcplite_asgi")
 GRPC_SERVERS = ("grpcio", "naive_grpclib", "mcplite", "mcplite_plain")
+# Run only when named in --servers: mcplite_asgi (mcplite.asgi.App under uvicorn)
+# answers what the ASGI path costs, not how mcplite compares with the others.
+ON_REQUEST = ("mcplite_asgi",)
 
 
 def jsonrpc_call(name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> bytes:
@@ -240,6 +243,11 @@ class Bench:
             return self.new_server(
                 name, anchor_argv("mcp_sdk.py", "--port", str(port), *arg), [port]
             )
+        if name == "mcplite_asgi":
+            port = free_port()
+            return self.new_server(
+                name, anchor_argv("mcplite_asgi.py", "--port", str(port)), [port]
+            )
         if name in ("grpcio", "naive_grpclib"):
             if self.stubs is None or (name == "naive_grpclib" and not self.stubs.betterproto):
                 return None
@@ -360,7 +368,7 @@ class Bench:
                 status[name]["grpc"] = server.grpc_port is not None
             if name in HTTP_SERVERS and server.http_port is not None:
                 workloads = [("echo", name)]
-                if name in ("mcplite", "mcplite_plain", "mcp_sdk"):
+                if name in ("mcplite", "mcplite_plain", "mcplite_asgi", "mcp_sdk"):
                     workloads.append(("mcp2026", f"{name}:mcp2026"))
                 if name == "mcplite" and not self.quick:
                     workloads.append(("search_documents", "mcplite:search_documents"))
@@ -749,7 +757,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--servers",
         type=lambda s: s.split(","),
-        default=list(dict.fromkeys((*HTTP_SERVERS, *GRPC_SERVERS))),
+        default=[s for s in dict.fromkeys((*HTTP_SERVERS, *GRPC_SERVERS)) if s not in ON_REQUEST],
         help="comma-separated subset of: "
         + ",".join(dict.fromkeys((*HTTP_SERVERS, *GRPC_SERVERS))),
     )
