@@ -517,7 +517,7 @@ async def test_a_client_that_leaves_an_mcp_progress_stream_cancels_the_call(
 @pytest.mark.parametrize(
     ("scope", "expected"),
     [
-        ({"path": "/tools/mcp", "root_path": "/tools"}, "/mcp"),  # ASGI, Starlette >= 0.33
+        ({"path": "/tools/mcp", "root_path": "/tools"}, "/mcp"),  # ASGI, recent Starlette
         ({"path": "/mcp", "root_path": "/tools"}, "/mcp"),  # older Starlette: path stripped
         ({"path": "/mcp", "root_path": ""}, "/mcp"),
         ({"path": "/toolsmith/mcp", "root_path": "/tools"}, "/toolsmith/mcp"),

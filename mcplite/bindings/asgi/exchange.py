@@ -59,9 +59,9 @@ def route_path(scope: Scope) -> str:
     """The path the routes see: ``path`` less ``root_path``.
 
     ASGI puts the whole path in ``path`` and the mount point in ``root_path``
-    (uvicorn's ``--root-path``, Starlette's ``Mount`` since 0.33); older
-    Starlette took the mount point out of ``path`` itself.  So ``root_path`` is
-    taken off only when ``path`` starts with it, up to a ``/`` or its end.
+    (uvicorn's ``--root-path``, recent Starlette's ``Mount``); older Starlette
+    took the mount point out of ``path`` itself.  So ``root_path`` is taken
+    off only when ``path`` starts with it, up to a ``/`` or its end.
     """
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
