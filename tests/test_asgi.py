@@ -20,6 +20,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx
@@ -32,6 +33,7 @@ from mcp import Client as McpClient
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+import mcplite.demo
 from mcplite import Context, Dispatcher, MemoryStore, PromiseRecord, Tools
 from mcplite.asgi import App
 from mcplite.bindings.asgi.exchange import route_path
@@ -428,6 +430,41 @@ async def test_http_errors_under_the_mount_are_the_own_server_s(site: Site) -> N
     assert rebinding.status_code == 403
 
 
+async def test_authentication_and_cors_are_the_own_server_s(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("a-token-of-sixteen-chars\n")
+    origin = "https://app.example"
+    config = make_config(auth_tokens=str(tokens), cors_allow_origins=(origin,))
+    tools_app = App(make_tools(Gates()), config=config)
+    call = call_message("echo", {"text": "let in"})
+    with served(Starlette(routes=[Mount("/tools", app=tools_app)])) as running:
+        url = running.url(f"{LITE}/calltools")
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            anonymous = await http.post(url, json=call)
+            wrong = await http.post(url, json=call, headers={"Authorization": "Bearer nope"})
+            known = await http.post(
+                url, json=call, headers={"Authorization": "Bearer a-token-of-sixteen-chars"}
+            )
+            preflight = await http.options(
+                url, headers={"Origin": origin, "Access-Control-Request-Method": "POST"}
+            )
+            from_page = await http.post(
+                url,
+                json=call,
+                headers={"Origin": origin, "Authorization": "Bearer a-token-of-sixteen-chars"},
+            )
+        running.run(tools_app.close())
+    assert anonymous.status_code == 401
+    assert anonymous.headers["www-authenticate"].startswith("Bearer")
+    assert wrong.status_code == 401
+    assert known.status_code == 200
+    assert known.json()["result"]["content"] == [{"type": "text", "text": "let in"}]
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == origin
+    assert preflight.headers["access-control-allow-methods"] == "POST"
+    assert from_page.headers["access-control-allow-origin"] == origin
+
+
 # --- clients that leave -----------------------------------------------------------------------
 
 
@@ -545,6 +582,27 @@ async def test_a_starlette_mount_starts_on_the_first_request_and_close_ends_it()
     assert closed.status_code == 503
     assert closed.json()["error"]["message"] == "Server is shutting down"
     assert "retry-after" in closed.headers
+
+
+async def test_an_app_of_a_module_serves_its_tools_prompts_and_resources() -> None:
+    with served(App(mcplite.demo, config=make_config())) as running:
+        async with Client(running.url("/mcp-lite/v1"), timeout=WAIT) as client:
+            names = [tool.name for tool in await client.list_tools()]
+            prompts = await client.list_prompts()
+            resources = await client.list_resources()
+    assert "search_documents" in names
+    assert prompts and resources
+
+
+async def test_an_app_needs_tools_or_a_dispatcher_but_not_both() -> None:
+    with pytest.raises(TypeError, match="needs tools"):
+        App()
+    dispatcher = Dispatcher(mcplite.demo.tools, make_config())
+    with pytest.raises(TypeError, match="not both"):
+        App(mcplite.demo.tools, dispatcher=dispatcher)
+    await dispatcher.close()
+    with pytest.raises(TypeError, match=r"no mcplite\.Tools"):
+        App(json)
 
 
 async def promise_then_stop(running: Served, url: str, gates: Gates) -> None:
