@@ -136,7 +136,9 @@ class Tracing:
     async def __call__(self, call: ToolCall, call_next: CallNext) -> Result:
         tool = call.tool
         context = call.context
-        parent = propagate.extract(carrier_of(context), getter=_GETTER)
+        # Over the current context (the propagators start from an empty one): with
+        # no trace context sent, the span is a child of the current span, if any.
+        parent = propagate.extract(carrier_of(context), otel_context.get_current(), _GETTER)
         links = None
         if tool.kind is _SYSTEM:  # redeem, cancel: link to the call that made the promise
             origin = self._origin(call.arguments.get("promise"))
