@@ -75,7 +75,8 @@ RESPONSE_TYPE: Final = "mcplite.response_type"
 STATUS_CODE: Final = "rpc.response.status_code"
 #: What went wrong: the JSON-RPC code of a protocol error, the class of anything else.
 ERROR_TYPE: Final = "error.type"
-#: A promise's id, in hex (not its token: a token is a bearer secret).
+#: A promise's id, in hex (not its token: a token is a bearer secret): on the call
+#: that made the promise and on each redeem or cancel of it.
 PROMISE_ID: Final = "mcplite.promise.id"
 #: When a promise expires (ISO 8601 UTC, as ``_meta.expires_at``).
 PROMISE_EXPIRES_AT: Final = "mcplite.promise.expires_at"
@@ -139,16 +140,22 @@ class Tracing:
         # Over the current context (the propagators start from an empty one): with
         # no trace context sent, the span is a child of the current span, if any.
         parent = propagate.extract(carrier_of(context), otel_context.get_current(), _GETTER)
+        attributes = {METHOD: "tools/call", TOOL_NAME: tool.name, BINDING: context.binding}
         links = None
         if tool.kind is _SYSTEM:  # redeem, cancel: link to the call that made the promise
-            origin = self._origin(call.arguments.get("promise"))
-            if origin is not None:
-                links = [Link(origin)]
+            promise_id = promise_id_of(call.arguments.get("promise"))
+            if promise_id is not None:
+                # Also where the link cannot be made (another process made the
+                # promise), the id finds that call's span.
+                attributes[PROMISE_ID] = promise_id.hex()
+                origin = self._origin(promise_id)
+                if origin is not None:
+                    links = [Link(origin)]
         span = self.tracer.start_span(
             f"tools/call {tool.name}",
             parent,
             SpanKind.SERVER,
-            {METHOD: "tools/call", TOOL_NAME: tool.name, BINDING: context.binding},
+            attributes,
             links,
             record_exception=False,
             set_status_on_exception=False,
@@ -193,11 +200,8 @@ class Tracing:
             if len(origins) > self.max_promises:
                 origins.popitem(last=False)
 
-    def _origin(self, token: object) -> SpanContext | None:
-        """The span of the call that made the promise ``token`` names, if kept."""
-        promise_id = promise_id_of(token)
-        if promise_id is None:
-            return None
+    def _origin(self, promise_id: bytes) -> SpanContext | None:
+        """The span of the call that made the promise ``promise_id``, if kept."""
         origin = self._origins.get(promise_id)
         if origin is not None:
             self._origins.move_to_end(promise_id)  # still redeemed: keep it longer

@@ -267,6 +267,7 @@ def test_a_redeem_links_to_the_call_that_made_the_promise(
     assert redeem.context is not None and redeem.context.trace_id == 0x77
     assert first.context is not None
     assert [link.context for link in redeem.links] == [first.context]
+    assert (redeem.attributes or {})[PROMISE_ID] == attributes[PROMISE_ID]
 
     # The tool went on in a task after the promise: its own span is in the caller's trace.
     inside = only_span(spans, "inside the tool")
