@@ -103,7 +103,7 @@ class _MappingGetter(Getter[Mapping[str, Any]]):
 _GETTER: Final = _MappingGetter()
 
 
-def carrier_of(context: RequestContext) -> Mapping[str, Any]:
+def _carrier_of(context: RequestContext) -> Mapping[str, Any]:
     """Where a request carries its caller's trace context: MCP's ``params._meta``
     when it holds a ``traceparent``, else the HTTP headers or gRPC metadata."""
     meta = context.meta
@@ -118,7 +118,7 @@ class Tracing:
     ``tracer_provider``: where the spans go (None: the global provider, as set
     by ``opentelemetry.trace.set_tracer_provider`` at any time, before or after).
     ``max_promises``: how many promises' spans are kept so that their redeems
-    link to them, the oldest forgotten first.
+    link to them, the least recently made or redeemed forgotten first.
     """
 
     def __init__(
@@ -135,11 +135,12 @@ class Tracing:
         self._origins: OrderedDict[bytes, SpanContext] = OrderedDict()
 
     async def __call__(self, call: ToolCall, call_next: CallNext) -> Result:
+        """The rest of the chain's result, in a span; raises what the rest raises."""
         tool = call.tool
         context = call.context
         # Over the current context (the propagators start from an empty one): with
         # no trace context sent, the span is a child of the current span, if any.
-        parent = propagate.extract(carrier_of(context), otel_context.get_current(), _GETTER)
+        parent = propagate.extract(_carrier_of(context), otel_context.get_current(), _GETTER)
         attributes = {METHOD: "tools/call", TOOL_NAME: tool.name, BINDING: context.binding}
         links = None
         if tool.kind is _SYSTEM:  # redeem, cancel: link to the call that made the promise
