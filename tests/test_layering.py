@@ -1,11 +1,12 @@
 """The house's layering, checked from the source and from what an import loads.
 
-By directory (``mcplite/<dir>/``): the core imports nothing of the others and
-only the standard library; the protocols only the core; the bindings the
-protocols and the core; ``auth`` and ``stores`` the core; the client no server
-module on any path.  ``ops`` (serve, CLI, workers, metrics, logs) may use all of
-them and nothing imports it (the root only names ``mcplite.Server``, loaded on
-first use).  Across the package: no import cycle, no
+By directory (``mcplite/<dir>/``, or module): the core imports nothing of the
+others and only the standard library; the protocols only the core; the
+bindings the protocols and the core; ``auth``, ``stores`` and ``tracing`` the
+core (``tracing`` may import OpenTelemetry); the client no server module on any
+path.  ``ops`` (serve, CLI, workers, metrics, logs) may use all of them and
+nothing imports it (the root only names ``mcplite.Server``, loaded on first
+use).  Across the package: no import cycle, no
 ``_private`` name imported from another module, no private name of h11, h2,
 hpack or grpclib used outside an ``accel/`` package, no module over 700 lines,
 and no module imports the package root.
@@ -51,6 +52,8 @@ ALLOWED: dict[str, tuple[str, ...] | None] = {
     ),
     "ops": None,
     "demo": None,
+    # The OpenTelemetry middleware (mcplite/tracing.py): a user of the core.
+    "tracing": ("mcplite._version", "mcplite.core"),
 }
 #: What each layer may import from outside the package besides the standard library.
 THIRD_PARTY: dict[str, tuple[str, ...]] = {
@@ -58,6 +61,7 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "protocols": ("betterproto",),
     "bindings": ("h11", "h2", "hpack", "grpclib", "multidict", "betterproto"),
     "client": ("h11", "h2", "grpclib", "multidict", "certifi"),
+    "tracing": ("opentelemetry",),
 }
 #: Modules of the package that only running a server needs.
 SERVER_SIDE = (
