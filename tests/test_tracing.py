@@ -72,6 +72,11 @@ def make_tools(provider: TracerProvider) -> Tools:
         with inner.start_as_current_span("inside the tool"):
             return text.upper()
 
+    @tools.tool(promise_after=math.inf)
+    def in_a_thread(text: str) -> str:  # a sync tool: run in a worker thread
+        with inner.start_as_current_span("inside the sync tool"):
+            return text
+
     return tools
 
 
@@ -287,6 +292,21 @@ async def test_in_process_a_call_is_a_child_of_the_current_span() -> None:
         assert span.parent is not None
         assert span.parent.span_id == caller.get_span_context().span_id
         assert (span.attributes or {})[BINDING] == "in-process"
+    finally:
+        await dispatcher.close()
+        provider.shutdown()
+
+
+async def test_a_sync_tools_own_span_is_a_child_of_the_calls_span() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    dispatcher = Dispatcher(make_tools(provider), middleware=[Tracing(provider)])
+    try:
+        await dispatcher.call("in_a_thread", {"text": "hi"})
+        call = only_span(exporter, "tools/call in_a_thread")
+        inside = only_span(exporter, "inside the sync tool")
+        assert inside.parent is not None and inside.parent.span_id == call.context.span_id
     finally:
         await dispatcher.close()
         provider.shutdown()
