@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from .core.prompts import Message, Prompt, Prompts
     from .core.resources import Resource, ResourceNotFound, Resources, ResourceTemplate
     from .core.tools import ALWAYS, NEVER, Context, Tool, Tools
+    from .ops.serve import Server
 
 # Names load on first use (PEP 562), so that ``import mcplite.client`` does not
 # pull in the server: the package root imports nothing but the version.
@@ -108,6 +109,7 @@ _HOMES = {
     "ResourceNotFound": "resources",
     "ResourceTemplate": "resources",
     "Resources": "resources",
+    "Server": "..ops.serve",
     "ALWAYS": "tools",
     "NEVER": "tools",
     "Context": "tools",
@@ -127,7 +129,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'mcplite' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".core.{home}", __name__), name)
+    module = home[2:] if home.startswith("..") else f"core.{home}"  # ..: outside the core
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 
@@ -177,6 +180,7 @@ __all__ = [
     "Resources",
     "ResponseType",
     "Result",
+    "Server",
     "TaskSupport",
     "Tool",
     "ToolAnnotations",

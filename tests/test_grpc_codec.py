@@ -279,6 +279,8 @@ def test_corrupted_messages_decode_or_raise_codec_error_only(data: bytes) -> Non
 @example(b"\x0b\x0c\x08\x00")  # an unknown empty group, then null_value
 @example(b"2\x04\n\x01\x08\x00")  # a varint running on past its item
 @example(b"*\x06\n\x04\n\x00\x18\x00")  # an entry with an unknown field: dropped
+@example(b"*\x07\n\x02\x12\x03\x1a\x01a")  # an entry's value past its entry, not its Struct
+@example(b"2\x02\n\x05\x1a\x03abc")  # a list item past its list, not the Value
 def test_bytes_agree_with_official_protobuf_on_what_is_a_value(data: bytes) -> None:
     try:
         official: Any = official_value(data)
@@ -292,6 +294,27 @@ def test_bytes_agree_with_official_protobuf_on_what_is_a_value(data: bytes) -> N
         assert isinstance(ours, float) and math.isnan(ours)
     else:
         assert ours == official
+
+
+# A Struct whose one entry has a value that runs past the entry (not past the Struct).
+PAST_ITS_ENTRY = b"\x0a\x02\x12\x05\x1a\x03abc"
+
+
+@pytest.mark.parametrize(
+    ("decoder", "data", "message"),
+    [
+        (decode_tool_request, b"\x12\x09" + PAST_ITS_ENTRY, "ToolRequest"),
+        (decode_tool_response, b"\x0a\x09" + PAST_ITS_ENTRY, "ToolResponse"),
+        (decode_struct, PAST_ITS_ENTRY, "Struct"),
+        (decode_value, b"\x2a\x09" + PAST_ITS_ENTRY, "Value"),
+        (decode_tools_list, b"\x0a\x0b\x22\x09" + PAST_ITS_ENTRY, "ToolsList"),
+    ],
+)
+def test_a_decoding_error_names_the_message_being_decoded(
+    decoder: Callable[[bytes], Any], data: bytes, message: str
+) -> None:
+    with pytest.raises(CodecError, match=f"^malformed {message}: a field runs past the end"):
+        decoder(data)
 
 
 def test_decoders_accept_bytearray_and_memoryview() -> None:

@@ -1,10 +1,13 @@
 """The house's layering, checked from the source and from what an import loads.
 
-By directory (``mcplite/<dir>/``): the core imports nothing of the others and
-only the standard library; the protocols only the core; the bindings the
-protocols and the core; ``auth`` and ``stores`` the core; the client no server
-module on any path.  ``ops`` (serve, CLI, workers, metrics, logs) may use all of
-them and nothing imports it.  Across the package: no import cycle, no
+By directory (``mcplite/<dir>/``, or module): the core imports nothing of the
+others and only the standard library; the protocols only the core; the
+bindings the protocols and the core; ``auth``, ``stores`` and ``tracing`` the
+core (``tracing`` may import OpenTelemetry); the ``asgi`` app the bindings,
+the core and ``auth``, and no library; the client no server module on any
+path.  ``ops`` (serve, CLI, workers, metrics, logs) may use all of them and
+nothing imports it (the root only names ``mcplite.Server``, loaded on first
+use).  Across the package: no import cycle, no
 ``_private`` name imported from another module, no private name of h11, h2,
 hpack or grpclib used outside an ``accel/`` package, no module over 700 lines,
 and no module imports the package root.
@@ -50,6 +53,10 @@ ALLOWED: dict[str, tuple[str, ...] | None] = {
     ),
     "ops": None,
     "demo": None,
+    # The OpenTelemetry middleware (mcplite/tracing.py): a user of the core.
+    "tracing": ("mcplite._version", "mcplite.core"),
+    # The ASGI app (mcplite/asgi.py): the HTTP endpoints' driver and the auth it assembles.
+    "asgi": ("mcplite._version", "mcplite.core", "mcplite.bindings", "mcplite.auth"),
 }
 #: What each layer may import from outside the package besides the standard library.
 THIRD_PARTY: dict[str, tuple[str, ...]] = {
@@ -57,6 +64,8 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "protocols": ("betterproto",),
     "bindings": ("h11", "h2", "hpack", "grpclib", "multidict", "betterproto"),
     "client": ("h11", "h2", "grpclib", "multidict", "certifi"),
+    "tracing": ("opentelemetry",),
+    "asgi": (),  # ASGI is a calling convention: no library
 }
 #: Modules of the package that only running a server needs.
 SERVER_SIDE = (
@@ -177,7 +186,8 @@ def test_nothing_imports_ops() -> None:
         if _layer(name) != "ops"
         for imp in _imports(name, path)
         if _within(imp.target, ("mcplite.ops",))
-        and name not in ("mcplite.__main__", "mcplite.testing")
+        # The root names mcplite.Server lazily (loaded on first use).
+        and name not in ("mcplite", "mcplite.__main__", "mcplite.testing")
     ]
     assert offenders == []
 

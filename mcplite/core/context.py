@@ -67,6 +67,9 @@ class RequestContext:
     request_state: str | None = None
     #: What the client said it can do (MCP ``clientCapabilities``), when it said.
     client_capabilities: Mapping[str, Any] | None = None
+    #: The request's MCP ``params._meta`` as sent (None: none, or not MCP): what
+    #: a middleware may read beyond the fields above (a ``traceparent``).
+    meta: Mapping[str, Any] | None = None
 
 
 #: The context of calls made in-process (tests, embedding) when none is given.

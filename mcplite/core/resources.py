@@ -62,11 +62,11 @@ class ResourceNotFound(InvalidParams):
         super().__init__(f"Resource not found: {uri}", {"uri": uri})
 
 
-@dataclass(slots=True)
-class Resource:
-    """A resource at a fixed URI; :meth:`definition` is its MCP ``Resource``."""
+@dataclass(slots=True, kw_only=True)
+class Listed:
+    """What a resource and a template have alike: how MCP lists them and the
+    function that reads them."""
 
-    uri: str
     name: str
     fn: Callable[..., Any]
     title: str | None = None
@@ -75,30 +75,37 @@ class Resource:
     context_param: str | None = None
     icons: list[Icon] = field(default_factory=list)
 
-    def definition(self) -> dict[str, Any]:
-        return _definition({"uri": self.uri}, self)
+    def _definition(self, out: dict[str, Any]) -> dict[str, Any]:
+        out["name"] = self.name
+        set_present(out, title=self.title, description=self.description, mimeType=self.mime_type)
+        if self.icons:
+            out["icons"] = copy_icons(self.icons)
+        return out
 
 
 @dataclass(slots=True)
-class ResourceTemplate:
+class Resource(Listed):
+    """A resource at a fixed URI; :meth:`definition` is its MCP ``Resource``."""
+
+    uri: str
+
+    def definition(self) -> dict[str, Any]:
+        return self._definition({"uri": self.uri})
+
+
+@dataclass(slots=True)
+class ResourceTemplate(Listed):
     """Resources whose URIs match ``uri_template``; :meth:`definition` is its MCP
     ``ResourceTemplate``."""
 
     uri_template: str
-    name: str
-    fn: Callable[..., Any]
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    context_param: str | None = None
     variables: tuple[str, ...] = ()
     pattern: re.Pattern[str] = field(default_factory=lambda: re.compile(""))
     completers: dict[str, Completer] = field(default_factory=dict)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    icons: list[Icon] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
-        return _definition({"uriTemplate": self.uri_template}, self)
+        return self._definition({"uriTemplate": self.uri_template})
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The variables of ``uri`` if it matches this template (None: it does not)."""
@@ -106,14 +113,6 @@ class ResourceTemplate:
         if found is None:
             return None
         return {name: urllib.parse.unquote(value) for name, value in found.groupdict().items()}
-
-
-def _definition(out: dict[str, Any], entry: Resource | ResourceTemplate) -> dict[str, Any]:
-    out["name"] = entry.name
-    set_present(out, title=entry.title, description=entry.description, mimeType=entry.mime_type)
-    if entry.icons:
-        out["icons"] = copy_icons(entry.icons)
-    return out
 
 
 def _compile_template(template: str) -> tuple[tuple[str, ...], re.Pattern[str]]:
@@ -229,14 +228,21 @@ class Resources:
         context_param = context_param_of(fn)
         params = [p for p in inspect.signature(fn).parameters.values() if p.name != context_param]
         variables, pattern = _compile_template(uri)
+        listed: dict[str, Any] = {
+            "name": name,
+            "fn": fn,
+            "title": title,
+            "description": description,
+            "mime_type": mime_type,
+            "context_param": context_param,
+            "icons": checked_icons,
+        }
         if not variables:
             if complete:
                 raise ValueError(f"resource {uri!r} has no variables to complete")
             if any(p.default is p.empty for p in params):
                 raise ValueError(f"resource {uri!r} has no variables, but {name}() needs arguments")
-            resource = Resource(
-                uri, name, fn, title, description, mime_type, context_param, checked_icons
-            )
+            resource = Resource(uri, **listed)
             self._resources[uri] = resource
             self._listeners.notify()
             return resource
@@ -253,20 +259,7 @@ class Resources:
             raise ValueError(f"URI template {uri!r} has no variable {sorted(unknown)[0]!r}")
         hints = typing.get_type_hints(fn, include_extras=True)
         choices = {v: c for v in variables if (c := choices_of(hints.get(v))) is not None}
-        template = ResourceTemplate(
-            uri,
-            name,
-            fn,
-            title,
-            description,
-            mime_type,
-            context_param,
-            variables,
-            pattern,
-            completers,
-            choices,
-            checked_icons,
-        )
+        template = ResourceTemplate(uri, variables, pattern, completers, choices, **listed)
         self._templates[uri] = template
         self._listeners.notify()
         return template

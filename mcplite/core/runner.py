@@ -16,6 +16,7 @@ whoever streams them.  Whatever the kind, a tool ends in exactly one way:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import secrets
@@ -145,8 +146,11 @@ class Runner:
                 value = await running
             elif tool.kind is Kind.SYNC:
                 loop = asyncio.get_running_loop()
+                # In a copy of this context, as asyncio.to_thread runs a function:
+                # the tool sees the caller's context variables (a tracing span).
+                run = contextvars.copy_context().run
                 value = await loop.run_in_executor(
-                    self._executor, functools.partial(tool.fn, **args)
+                    self._executor, functools.partial(run, tool.fn, **args)
                 )
             else:
                 value = await self._iterate(tool, args, parts)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 from .errors import ExpiredToken, InvalidToken
 
-__all__ = ["TokenSealer"]
+__all__ = ["TokenSealer", "promise_id_of"]
 
 _PREFIX = "prom_"
 _VERSION = 1
@@ -120,6 +120,17 @@ class TokenSealer:
             return head[8:].decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidToken("invalid request state") from None
+
+
+def promise_id_of(token: object) -> bytes | None:
+    """The promise id ``token`` names, read WITHOUT checking its MAC or expiry: for
+    logs and traces, never to decide anything (the id is not secret, the MAC is what
+    makes a token worth having).  None when ``token`` does not have a token's shape."""
+    if not isinstance(token, str) or _TOKEN_SHAPE.fullmatch(token) is None:
+        return None
+    head = base64.urlsafe_b64decode(token[len(_PREFIX) : len(_PREFIX) + 36])  # 27 bytes
+    version, promise_id, _ = _HEAD.unpack(head[: _HEAD.size])
+    return promise_id if version == _VERSION else None
 
 
 def _state_message(head: bytes, bound: bytes) -> bytes:

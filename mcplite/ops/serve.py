@@ -12,7 +12,8 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from types import EllipsisType
 from typing import Any
 
 from .._version import __version__
@@ -22,6 +23,7 @@ from ..bindings.stdio import StdioPipes, run_stdio
 from ..core.accel import enabled
 from ..core.config import Config, is_loopback, resolve_secret
 from ..core.dispatch import Dispatcher
+from ..core.middleware import Middleware
 from ..core.promises import PromiseStore
 from ..core.prompts import Prompts
 from ..core.resources import Resources
@@ -32,6 +34,7 @@ from .metrics import METRICS, Health, MetricsServer
 
 __all__ = [
     "ServeError",
+    "Server",
     "build_dispatcher",
     "fit_connections_to_fd_limit",
     "promise_store",
@@ -70,6 +73,145 @@ def promise_store(config: Config) -> PromiseStore | None:
         raise ServeError(f"--promise-store: {exc}") from None
 
 
+class Server:
+    """mcplite's bindings inside a running asyncio program::
+
+        async with Server(tools, http=("127.0.0.1", 0), grpc=None) as server:
+            print(server.urls)
+            ...  # serve until the program says stop
+            await server.drain(5.0)  # optional: let calls in flight finish
+
+    ``http`` and ``grpc`` are the addresses to listen on (port 0: an ephemeral
+    one, read back from :attr:`urls`, :attr:`http_port`, :attr:`grpc_port`); None
+    turns that binding off; left out, ``config``'s (``Config().http`` and
+    ``.grpc``).  ``prompts`` and ``resources`` are served on MCP; ``middleware``
+    runs around every call (:mod:`mcplite.core.middleware`).  ``dispatcher``:
+    serve that core instead of one made from ``tools`` (it is then not closed).
+
+    It installs no signal handler, exception handler or gc setting: the program
+    it runs in decides those (``mcplite serve`` adds them around a Server).
+    Several servers may run in one loop, and one may be started again once closed.
+    Authentication, TLS, the promise store and ``--metrics`` come from ``config``
+    as they do for ``mcplite serve``.
+    """
+
+    def __init__(
+        self,
+        tools: Tools | None = None,
+        *,
+        http: tuple[str, int] | EllipsisType | None = ...,
+        grpc: tuple[str, int] | EllipsisType | None = ...,
+        config: Config | None = None,
+        prompts: Prompts | None = None,
+        resources: Resources | None = None,
+        middleware: Iterable[Middleware] = (),
+        dispatcher: Dispatcher | None = None,
+        reuse_port: bool = False,
+        sockets: dict[str, socket.socket] | None = None,
+    ) -> None:
+        if (tools is None) == (dispatcher is None):
+            raise TypeError("Server() takes either tools or a dispatcher")
+        config = config or Config()
+        updates: dict[str, Any] = {}
+        if http is not ...:
+            updates["http"] = http
+        if grpc is not ...:
+            updates["grpc"] = grpc
+        self.config = dataclasses.replace(config, **updates) if updates else config
+        self.tools = tools
+        self.prompts = prompts
+        self.resources = resources
+        self.middleware = tuple(middleware)
+        self._given = dispatcher
+        self._reuse_port = reuse_port
+        self._sockets = sockets or {}
+        #: The core serving now (None before :meth:`start` and after :meth:`close`).
+        self.dispatcher: Dispatcher | None = None
+        #: The bindings listening now, HTTP first.
+        self.bindings: list[Binding] = []
+        self.health = Health()
+        self._metrics: MetricsServer | None = None
+
+    async def __aenter__(self) -> Server:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> Server:
+        """Listen on every address; returns the server.  Raises :class:`ServeError`
+        (its message names the address, or the setting) when one cannot be served,
+        having closed what had started; RuntimeError when it is running already."""
+        if self.dispatcher is not None:
+            raise RuntimeError("this Server is running already")
+        config = self.config
+        if config.http is None and config.grpc is None:
+            raise ServeError("both bindings are off: nothing to serve")
+        if self._given is not None:
+            dispatcher = self._given
+        else:
+            assert self.tools is not None
+            auth = await start_auth(config)
+            dispatcher = build_dispatcher(self.tools, config, auth=auth)
+        for middleware in self.middleware:
+            dispatcher.use(middleware)
+        self.dispatcher = dispatcher
+        self.health = Health()
+        try:
+            if config.metrics is not None:
+                self._metrics = await start_metrics(config.metrics, self.health)
+                watch(dispatcher, self.bindings, self.health)
+            made = _bindings(dispatcher, config, self.prompts, self.resources)
+            for binding, (host, port) in made:
+                sock = self._sockets.get(binding.name)
+                guard_accept(await _listen(binding, host, port, self._reuse_port, sock))
+                self.bindings.append(binding)
+        except BaseException:
+            await self.close()
+            raise
+        self.health.listening = True
+        return self
+
+    @property
+    def urls(self) -> list[str]:
+        """Where clients reach each binding (and ``/metrics``, when served)."""
+        urls = [binding.url() for binding in self.bindings]
+        if self._metrics is not None:
+            urls.append(self._metrics.url())
+        return urls
+
+    @property
+    def http_port(self) -> int | None:
+        """The port HTTP listens on (None: not serving HTTP)."""
+        return self._port("HTTP")
+
+    @property
+    def grpc_port(self) -> int | None:
+        """The port gRPC listens on (None: not serving gRPC)."""
+        return self._port("gRPC")
+
+    def _port(self, name: str) -> int | None:
+        return next((b.port for b in self.bindings if b.name == name), None)
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking work: ``/readyz`` says so, listeners close, calls in flight
+        get ``grace`` seconds, then a shutting-down error.  Returns within ``grace`` + 1 s."""
+        self.health.draining = True
+        await asyncio.gather(*(b.drain(grace) for b in self.bindings))
+
+    async def close(self) -> None:
+        """Close every connection and listener, then the core it made (a dispatcher
+        given is left open).  Closing a closed server does nothing."""
+        bindings, self.bindings = self.bindings, []
+        await asyncio.gather(*(b.close() for b in bindings))
+        if self._metrics is not None:
+            await self._metrics.close()
+            self._metrics = None
+        dispatcher, self.dispatcher = self.dispatcher, None
+        if dispatcher is not None and dispatcher is not self._given:
+            await dispatcher.close()
+
+
 async def serve(
     tools: Tools,
     config: Config,
@@ -80,9 +222,12 @@ async def serve(
     sockets: dict[str, socket.socket] | None = None,
     announce: Callable[[int, list[str]], None] | None = None,
 ) -> None:
-    """Run every enabled binding until SIGINT/SIGTERM, then shut down gracefully:
-    drain every binding within ``config.grace``, close them, close the core.
-    ``prompts`` and ``resources`` are served on the MCP endpoint.
+    """Run a :class:`Server` as a process does: until SIGINT/SIGTERM, then shut down
+    gracefully (drain every binding within ``config.grace``, close them, close the
+    core).  Around it, what only a whole process should do: the open-file limit
+    raised and the connection caps fitted to it, the loop's exception handler
+    (accept errors said once a minute), the signal handlers, and ``gc.freeze()``
+    once started.
 
     ``reuse_port`` binds with SO_REUSEPORT (the workers of :mod:`mcplite.ops.workers`
     share their ports so).  ``sockets`` maps a binding's name ("HTTP", "gRPC") to an
@@ -93,51 +238,34 @@ async def serve(
     if config.http is None and config.grpc is None:
         raise ServeError("both bindings are off: nothing to serve")
     config = fit_connections_to_fd_limit(config, raise_fd_limit())
-    dispatcher = build_dispatcher(tools, config, auth=await start_auth(config))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_AcceptErrorsOnce())
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-
-    bindings: list[Binding] = []
-    health = Health()
-    metrics: MetricsServer | None = None
-    try:
-        if config.metrics is not None:
-            metrics = await start_metrics(config.metrics, health)
-            watch(dispatcher, bindings, health)
-        for binding, address in _bindings(dispatcher, config, prompts, resources):
-            host, port = address
-            sock = (sockets or {}).get(binding.name)
-            guard_accept(await _listen(binding, host, port, reuse_port, sock))
-            bindings.append(binding)
-    except BaseException:
-        await asyncio.gather(*(b.close() for b in bindings))
-        if metrics is not None:
-            await metrics.close()
-        await dispatcher.close()
-        raise
-    health.listening = True
+    server = Server(
+        tools,
+        config=config,
+        prompts=prompts,
+        resources=resources,
+        reuse_port=reuse_port,
+        sockets=sockets,
+    )
+    await server.start()
     # What start-up made lives as long as the process: out of the collector's way,
     # so that no full collection walks it in the middle of a request (p99).
     gc.collect()
     gc.freeze()
-    count, urls = len(dispatcher.tool_definitions()), [b.url() for b in bindings]
-    if metrics is not None:
-        urls.append(metrics.url())
+    assert server.dispatcher is not None
+    count, urls = len(server.dispatcher.tool_definitions()), server.urls
     if announce is not None:
         announce(count, urls)
     else:
         log.info("mcplite %s serving %d tools on %s", __version__, count, " and ".join(urls))
     await stop.wait()
-    health.draining = True  # /readyz says so at once: a load balancer stops sending
     log.info("shutting down: finishing in-flight calls (grace %ss)", config.grace)
-    await asyncio.gather(*(b.drain(config.grace) for b in bindings))
-    await asyncio.gather(*(b.close() for b in bindings))
-    if metrics is not None:
-        await metrics.close()
-    await dispatcher.close()
+    await server.drain(config.grace)
+    await server.close()
     log.info("stopped")
     ACCESS.flush()
 

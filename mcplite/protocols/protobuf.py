@@ -204,7 +204,7 @@ def _dec_tool(data: bytes, i: int, end: int) -> dict[str, Any]:
         if tag in texts:
             texts[tag] = data[a:b].decode()
         elif tag == TOOL_INPUT_SCHEMA:
-            schema.update(read_struct(data, a, b, 1))
+            read_struct(data, a, b, 1, schema)
         elif tag == TOOL_ANNOTATIONS:
             annotations += data[a:b]
         elif tag == TOOL_ICONS:

@@ -2,9 +2,10 @@
 delimited fields, skipping unknown fields, and the one error a malformed message
 raises.  Standard library only.
 
-The codecs of Struct (:mod:`mcplite.protocols.protostruct`) and of the service's
-messages (:mod:`mcplite.protocols.protobuf`) inline the hottest of these steps
-(a one-byte varint, a length prefix) and call these for the rest.
+The Struct decoder (:mod:`mcplite.protocols.protostruct`), the hot path, reads
+tags and lengths inline in its one loop and calls these for the rest; the other
+messages' codecs (:mod:`~mcplite.protocols.protocalls`,
+:mod:`~mcplite.protocols.protobuf`) call them.
 """
 
 from __future__ import annotations
@@ -77,7 +78,10 @@ def text_field(tag: bytes, text: str) -> bytes:
 # Reading past ``end`` is caught by the length checks; reading past the buffer
 # raises IndexError, which the public functions turn into CodecError.
 
-MALFORMED = (IndexError, struct.error, UnicodeDecodeError)
+#: What reading a malformed message raises: CodecError, or Python's own error for
+#: reading past the buffer, unpacking a short double or decoding bad UTF-8.  Each
+#: public decoder turns any of these into a CodecError that names its message.
+MALFORMED = (CodecError, IndexError, struct.error, UnicodeDecodeError)
 
 
 def varint_tail(data: bytes, i: int, first: int) -> tuple[int, int]:
@@ -155,7 +159,8 @@ def as_bytes(data: bytes | bytearray | memoryview) -> bytes:
 
 
 def malformed(what: str, exc: Exception) -> CodecError:
-    """The CodecError for one of :data:`MALFORMED` caught while reading a ``what``."""
+    """The CodecError for one of :data:`MALFORMED` caught while reading a ``what``,
+    which names it: ``malformed ToolRequest: truncated``."""
     if isinstance(exc, IndexError):
         return CodecError(f"malformed {what}: truncated")
     if isinstance(exc, UnicodeDecodeError):

@@ -1,7 +1,8 @@
 """The gRPC binding (spec section 5) on grpclib.
 
 ``create_server(dispatcher)`` gives a ``grpclib.server.Server`` serving
-``mcplite.MCPLite``; :mod:`mcplite.protocols.protobuf` reads and writes the messages; the
+``mcplite.MCPLite``; ``services(dispatcher)`` the services alone, for a grpclib
+server of your own; :mod:`mcplite.protocols.protobuf` reads and writes the messages; the
 betterproto classes generated from ``proto/mcplite.proto`` (by ``scripts/gen_proto.sh``)
 are in ``mcplite.protocols.generated.mcplite``, where the codec takes its field numbers.
 Beside it every server serves the standard health service (:mod:`.health`) and
@@ -14,9 +15,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ...protocols.protobuf import CodecError
-    from .service import DEFAULT_MAX_MESSAGE_SIZE, MCPLiteService, create_server
+    from .service import (
+        DEFAULT_MAX_MESSAGE_SIZE,
+        ErrorDetailsCodec,
+        MCPLiteService,
+        create_server,
+        services,
+    )
 
-__all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "CodecError", "MCPLiteService", "create_server"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "CodecError",
+    "ErrorDetailsCodec",
+    "MCPLiteService",
+    "create_server",
+    "services",
+]
 
 
 def __getattr__(name: str) -> Any:

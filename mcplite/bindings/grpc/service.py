@@ -104,6 +104,7 @@ __all__ = [
     "create_server",
     "listen_socket",
     "response_meta",
+    "services",
 ]
 
 log = logging.getLogger("mcplite.bindings.grpc")
@@ -619,6 +620,32 @@ def _make_server(
         max_connections=max_connections,
         metrics=metrics,
     )
+
+
+def services(
+    dispatcher: DispatcherLike,
+    *,
+    prompts: Prompts | None = None,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    error_details: bool = False,
+) -> list[Any]:
+    """mcplite's gRPC services for a ``grpclib.server.Server`` of your own: the
+    ``mcplite.MCPLite`` service over ``dispatcher``, the standard health service
+    (``""`` and ``mcplite.MCPLite`` SERVING) and server reflection (v1 and v1alpha,
+    which list these three)::
+
+        server = grpclib.server.Server([*your_services, *services(dispatcher)])
+
+    ``error_details``: errors carry ``grpc-status-details-bin`` (``google.rpc.Status``
+    with ``ErrorInfo``); give the server ``status_details_codec=ErrorDetailsCodec()``
+    then, since only that codec encodes them.  The speed paths of
+    :class:`GrpcServer` (connection cap, idle timeout, GOAWAY on close) are the
+    server's to have or not: yours is grpclib's.  Raises ValueError for a negative
+    ``max_message_size``."""
+    service = MCPLiteService(
+        dispatcher, max_message_size=max_message_size, prompts=prompts, error_details=error_details
+    )
+    return _assemble(service, max_message_size)[1]
 
 
 def _assemble(service: MCPLiteService, max_message_size: int) -> tuple[HealthService, list[Any]]:

@@ -273,12 +273,14 @@ class McpServer:
             token = meta.get("progressToken") if isinstance(meta, dict) else None
             if token is not None and (isinstance(token, bool) or not isinstance(token, str | int)):
                 token = None
+            sent_meta = meta if type(meta) is dict else None
             if fresh:
                 context.notify = notify
                 context.progress_token = token
                 context.log_level = log_level
                 context.input_responses = responses
                 context.client_capabilities = capabilities
+                context.meta = sent_meta
             else:  # built directly: dataclasses.replace costs more than the rest of the checks
                 request.context = RequestContext(
                     context.binding,
@@ -291,6 +293,7 @@ class McpServer:
                     responses,
                     context.request_state,
                     capabilities,
+                    sent_meta,
                 )
             request.headers = headers
             request.capabilities = capabilities
