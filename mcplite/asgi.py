@@ -21,6 +21,7 @@ from types import ModuleType
 
 from .auth import Auth, auth_from_config
 from .bindings.asgi import AsgiApplication
+from .bindings.http.site import HttpSite
 from .core.config import Config, resolve_secret
 from .core.dispatch import Dispatcher
 from .core.prompts import Prompts
@@ -84,7 +85,7 @@ class App(AsgiApplication):
             dispatcher = Dispatcher(tools, config, auth=self._auth)
         elif tools is not None:
             raise TypeError("give App tools or a dispatcher, not both")
-        super().__init__(dispatcher, config, prompts=prompts, resources=resources)
+        super().__init__(HttpSite(dispatcher, config, prompts=prompts, resources=resources))
 
     async def startup(self) -> None:
         """Start the verifiers that need the loop (an OAuth issuer's keys, as

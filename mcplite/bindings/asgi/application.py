@@ -22,10 +22,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from ...core.config import Config
-from ...core.dispatch import Dispatcher
-from ...core.prompts import Prompts
-from ...core.resources import Resources
 from ..http.site import HttpSite
 from ..http.statuses import retry_after
 from .exchange import HttpExchange, request_of
@@ -39,18 +35,11 @@ class AsgiApplication:
     (MCP at ``config.mcp_path``, MCP-lite under ``config.base_path``), under the
     mount point the server names in ``root_path``."""
 
-    def __init__(
-        self,
-        dispatcher: Dispatcher,
-        config: Config | None = None,
-        *,
-        prompts: Prompts | None = None,
-        resources: Resources | None = None,
-    ) -> None:
-        self.dispatcher = dispatcher
+    def __init__(self, site: HttpSite) -> None:
         #: The endpoints, as our own server has them.
-        self.site = HttpSite(dispatcher, config, prompts=prompts, resources=resources)
-        self.config = self.site.config
+        self.site = site
+        self.dispatcher = site.dispatcher
+        self.config = site.config
         self._ready = False  # started, and told where it is served from: requests go straight in
         self._addressed = False
         self._started = False

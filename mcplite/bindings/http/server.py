@@ -37,14 +37,13 @@ import asyncio
 import contextlib
 import socket
 import ssl
+from typing import Unpack
 
 from ...core.config import Config
 from ...core.dispatch import Dispatcher
-from ...core.prompts import Prompts
-from ...core.resources import Resources
 from ..base import Binding
 from .connection import HttpConnection
-from .site import HttpSite
+from .site import HttpSite, Served
 
 __all__ = ["HttpServer"]
 
@@ -57,14 +56,9 @@ class HttpServer(HttpSite, Binding):
     endpoints are its :class:`~mcplite.bindings.http.site.HttpSite`."""
 
     def __init__(
-        self,
-        dispatcher: Dispatcher,
-        config: Config | None = None,
-        *,
-        prompts: Prompts | None = None,
-        resources: Resources | None = None,
+        self, dispatcher: Dispatcher, config: Config | None = None, **served: Unpack[Served]
     ) -> None:
-        super().__init__(dispatcher, config, prompts=prompts, resources=resources)
+        super().__init__(dispatcher, config, **served)
         config = self.config
         self.ssl: ssl.SSLContext | None = None
         self.connections: set[HttpConnection] = set()

@@ -12,6 +12,7 @@ answers.
 from __future__ import annotations
 
 import time
+from typing import TypedDict, Unpack
 
 from ...core.config import LOOPBACK_NAMES, Config, is_loopback
 from ...core.dispatch import Dispatcher
@@ -38,19 +39,22 @@ _POST = (b"POST",)
 _MCP_PREFLIGHT = (b"GET", b"POST", b"DELETE")
 
 
+class Served(TypedDict, total=False):
+    """What an HTTP server serves beside the tools."""
+
+    prompts: Prompts | None
+    resources: Resources | None
+
+
 class HttpSite:
     """The endpoints of ``dispatcher`` over HTTP: MCP-lite under
     ``config.base_path``, MCP at ``config.mcp_path``, the OAuth metadata with
     auth on; ``prompts`` and ``resources`` are served too."""
 
     def __init__(
-        self,
-        dispatcher: Dispatcher,
-        config: Config | None = None,
-        *,
-        prompts: Prompts | None = None,
-        resources: Resources | None = None,
+        self, dispatcher: Dispatcher, config: Config | None = None, **served: Unpack[Served]
     ) -> None:
+        prompts, resources = served.get("prompts"), served.get("resources")
         self.dispatcher = dispatcher
         self.config = config = config or dispatcher.config
         self.rpc = JsonRpc(
