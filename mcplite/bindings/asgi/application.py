@@ -136,23 +136,22 @@ class AsgiApplication:
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """The ASGI lifespan protocol: start at ``startup``, close at ``shutdown``."""
+        steps = {
+            "lifespan.startup": ("startup", self.start),
+            "lifespan.shutdown": ("shutdown", self.close),
+        }
         while True:
             message = await receive()
-            kind = message["type"]
-            if kind == "lifespan.startup":
-                try:
-                    await self.start()
-                except Exception as exc:
-                    failed = f"{type(exc).__name__}: {exc}"
-                    await send({"type": "lifespan.startup.failed", "message": failed})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif kind == "lifespan.shutdown":
-                try:
-                    await self.close()
-                except Exception as exc:
-                    failed = f"{type(exc).__name__}: {exc}"
-                    await send({"type": "lifespan.shutdown.failed", "message": failed})
-                    return
-                await send({"type": "lifespan.shutdown.complete"})
+            step = steps.get(message["type"])
+            if step is None:
+                continue
+            name, run = step
+            try:
+                await run()
+            except Exception as exc:
+                failed = f"{type(exc).__name__}: {exc}"
+                await send({"type": f"lifespan.{name}.failed", "message": failed})
+                return
+            await send({"type": f"lifespan.{name}.complete"})
+            if name == "shutdown":
                 return
