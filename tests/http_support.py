@@ -109,3 +109,44 @@ def call_held(
             yield held
         finally:
             release.set()
+
+
+def mcp_tools_call(
+    server: RunningServer,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    meta: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """``tools/call`` over MCP 2026-07-28 with ``http.client`` (``meta`` added to
+    its ``_meta``, ``headers`` to the 2026 ones): the status and the JSON-RPC reply."""
+    from mcplite.protocols.mcp.protocol import CAPABILITIES_KEY, VERSION_KEY
+
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": name,
+            "arguments": arguments,
+            "_meta": {VERSION_KEY: "2026-07-28", CAPABILITIES_KEY: {}, **(meta or {})},
+        },
+    }
+    sent = {
+        **JSON_HEADERS,
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+        **(headers or {}),
+    }
+    conn = server.connection()
+    try:
+        conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers=sent)
+        response = conn.getresponse()
+        status, body = response.status, response.read()
+    finally:
+        conn.close()
+    reply: dict[str, Any] = json.loads(body)
+    return status, reply

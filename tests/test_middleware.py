@@ -18,12 +18,11 @@ import grpc
 import pytest
 from conftest import BASE, WAIT, RunningServer, call_message, start_server
 from grpc_support import protos, to_python
-from http_support import JSON_HEADERS, SSE_HEADERS
+from http_support import JSON_HEADERS, SSE_HEADERS, mcp_tools_call
 from sse_client import parse_events
 
 from mcplite import Answer, CallNext, Dispatcher, Forbidden, Result, ToolCall, Tools, content
 from mcplite.core.config import Config
-from mcplite.protocols.mcp.protocol import CAPABILITIES_KEY, VERSION_KEY
 
 
 @dataclass
@@ -117,32 +116,7 @@ def mcp_call(
     server: RunningServer, name: str, arguments: dict[str, Any]
 ) -> tuple[int, dict[str, Any]]:
     """tools/call over MCP 2026-07-28 with ``http.client``: the status and JSON-RPC reply."""
-    message = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": arguments,
-            "_meta": {VERSION_KEY: "2026-07-28", CAPABILITIES_KEY: {}},
-        },
-    }
-    headers = {
-        **JSON_HEADERS,
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-    }
-    conn = server.connection()
-    try:
-        conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers=headers)
-        response = conn.getresponse()
-        status, body = response.status, response.read()
-    finally:
-        conn.close()
-    reply: dict[str, Any] = json.loads(body)
-    return status, reply
+    return mcp_tools_call(server, name, arguments)
 
 
 def grpc_call(server: RunningServer, name: str, arguments: dict[str, Any]) -> Any:

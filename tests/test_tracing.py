@@ -23,14 +23,13 @@ import grpc
 import pytest
 from conftest import PROCESS_WAIT, WAIT, RunningServer, make_config, start_server
 from grpc_support import protos
-from http_support import JSON_HEADERS
+from http_support import mcp_tools_call
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from mcplite import Dispatcher, Failure, Tools
-from mcplite.protocols.mcp.protocol import CAPABILITIES_KEY, VERSION_KEY
 from mcplite.tracing import (
     BINDING,
     ERROR_TYPE,
@@ -139,33 +138,14 @@ def mcp_call(
 ) -> dict[str, Any]:
     """tools/call over MCP 2026-07-28 with ``http.client``, ``meta`` added to its
     ``_meta`` and ``header`` sent as its ``traceparent`` header."""
-    message = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": arguments,
-            "_meta": {VERSION_KEY: "2026-07-28", CAPABILITIES_KEY: {}, **meta},
-        },
-    }
-    headers = {
-        **JSON_HEADERS,
-        "Accept": "application/json",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-        "traceparent": header,
-    }
-    conn = server.connection()
-    try:
-        conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers=headers)
-        response = conn.getresponse()
-        status, body = response.status, response.read()
-    finally:
-        conn.close()
-    assert status == 200, body
-    reply: dict[str, Any] = json.loads(body)
+    status, reply = mcp_tools_call(
+        server,
+        name,
+        arguments,
+        meta=meta,
+        headers={"Accept": "application/json", "traceparent": header},
+    )
+    assert status == 200, reply
     return reply
 
 
