@@ -31,7 +31,13 @@ client made up):
 ``mcplite_streams_open``             gauge     streamed calls open now
 ``mcplite_promises_pending``         gauge     promises this process is running
 ``mcplite_connections_open``         gauge     open connections by binding
+``mcplite_tasks_alive``              gauge     asyncio tasks alive on the serving loop
+``process_resident_memory_bytes``    gauge     resident memory (Linux: /proc)
+``process_open_fds``                 gauge     open file descriptors (Linux: /proc)
 ==================================== ========= ======================================
+
+The last three are what a leak shows in first; the soak (docs/operations.md)
+watches them.
 
 With ``--workers N`` the supervisor serves ``--metrics``: ``/metrics`` is every
 worker's figures, each sample labelled ``worker="1"`` .. ``"N"`` (scraped from the
@@ -50,6 +56,7 @@ import bisect
 import contextlib
 import logging
 import math
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from http import HTTPStatus
 from typing import TYPE_CHECKING
@@ -57,7 +64,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import h11
 
-__all__ = ["METRICS", "REASONS", "MetricsServer", "Registry"]
+__all__ = ["METRICS", "REASONS", "MetricsServer", "Registry", "watch_process"]
 
 log = logging.getLogger("mcplite")
 
@@ -447,3 +454,26 @@ def merge(texts: dict[str, str]) -> str:
         out.extend(headers[family])
         out.extend(samples[family])
     return "\n".join(out) + "\n"
+
+
+def watch_process(registry: Registry) -> None:
+    """Add the gauges of the process itself to ``registry``: asyncio tasks alive on
+    the loop that scrapes, and (where ``/proc`` is) resident memory and open files."""
+
+    def tasks() -> list[tuple[dict[str, str], float]]:
+        return [({}, float(len(asyncio.all_tasks())))]
+
+    registry.gauge("mcplite_tasks_alive", "Asyncio tasks alive on the serving loop.", tasks)
+    if not os.path.isdir("/proc/self/fd"):
+        return
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def resident() -> list[tuple[dict[str, str], float]]:
+        with open("/proc/self/statm", "rb") as statm:
+            return [({}, float(int(statm.read().split()[1]) * page))]
+
+    def open_fds() -> list[tuple[dict[str, str], float]]:
+        return [({}, float(len(os.listdir("/proc/self/fd"))))]
+
+    registry.gauge("process_resident_memory_bytes", "Resident memory in bytes.", resident)
+    registry.gauge("process_open_fds", "Open file descriptors.", open_fds)

@@ -30,7 +30,7 @@ from ..core.resources import Resources
 from ..core.tools import Tools
 from ..protocols.mcp.server import McpServer
 from .logs import ACCESS
-from .metrics import METRICS, Health, MetricsServer
+from .metrics import METRICS, Health, MetricsServer, watch_process
 
 __all__ = [
     "ServeError",
@@ -353,6 +353,7 @@ def watch(dispatcher: Dispatcher, bindings: list[Binding], health: Health) -> No
         lambda: [({}, dispatcher.pending_promises)],
     )
     METRICS.gauge("mcplite_connections_open", "Open connections, by binding.", connections)
+    watch_process(METRICS)
 
     async def store() -> str | None:
         try:
