@@ -31,6 +31,7 @@ It prints one line per sample, then the verdict; exit status 1 when a bound fail
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import importlib
 import json
@@ -48,10 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.protogen import generate_stubs
-from bench.soakload import SCENARIOS, Client, Malformed, Target
+from bench.soakload import SCENARIOS, Client, Malformed, StdioClient, Target
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "soak-token-0123456789abcdef"
+SECRET = "soak-secret-0123456789abcdef"
 FD_MARGIN = 8  # open files above the warm-up's peak that the load may still reach
 TASK_MARGIN = 16  # asyncio tasks likewise
 # Finished promises stay redeemable for their TTL, so memory climbs for that long
@@ -90,37 +92,32 @@ class GrpcStub:
         self.channel.close()
 
 
-class Server:
-    """``python -m mcplite serve bench.soaktools`` with its stderr read as it comes."""
+class Process:
+    """A subprocess of ``python -m mcplite ...`` whose JSON log lines on stderr are
+    read as they come: the ERROR ones kept, ``on_line`` told of each."""
 
-    def __init__(self, workdir: Path) -> None:
-        tokens = workdir / "tokens"
-        tokens.write_text(f"{TOKEN}\n")
-        command = [sys.executable, "-m", "mcplite", "serve", "bench.soaktools"]
-        command += ["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]
-        command += ["--auth-tokens", str(tokens), "--secret", "soak-secret-0123456789abcdef"]
-        command += ["--log-format", "json", "--no-access-log", "--promise-ttl", str(PROMISE_TTL)]
+    def __init__(self, args: list[str], *, stdio: bool = False) -> None:
+        pipe = subprocess.PIPE if stdio else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            command,
+            [sys.executable, "-m", "mcplite", *args, "--log-format", "json", "--no-access-log"],
             cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdin=pipe,
+            stdout=pipe,
             stderr=subprocess.PIPE,
-            text=True,
+            text=not stdio,
         )
         self.errors: list[str] = []  # every log line at ERROR or above
         self.ready = threading.Event()
-        self.urls = ""
+        self.announced = ""  # the "serving ..." line's end
         threading.Thread(target=self._read, name="soak-stderr", daemon=True).start()
         if not self.ready.wait(30):
             self.stop()
-            raise RuntimeError(f"the server did not start: {self.errors}")
-        ports = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", self.urls)]
-        self.http_port, self.grpc_port, self.metrics_port = ports
+            raise RuntimeError(f"mcplite {args[0]} did not start: {self.errors}")
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+        for raw in self.proc.stderr:
+            line = raw.decode() if isinstance(raw, bytes) else raw
             try:
                 record = json.loads(line)
             except ValueError:  # a line not from the logger: a traceback, say
@@ -130,25 +127,9 @@ class Server:
                 self.errors.append(line.rstrip())
             match = READY.search(record.get("message", ""))
             if match:
-                self.urls = match.group(1)
+                self.announced = match.group(1)
                 self.ready.set()
         self.ready.set()
-
-    def metrics(self) -> dict[str, float]:
-        """The unlabelled gauges and the sums of the labelled ones."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
-        try:
-            conn.request("GET", "/metrics")
-            text = conn.getresponse().read().decode()
-        finally:
-            conn.close()
-        figures: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                key = name.split("{")[0]
-                figures[key] = figures.get(key, 0.0) + float(value)
-        return figures
 
     def rss_mib(self) -> float:
         with open(f"/proc/{self.proc.pid}/status") as status:
@@ -168,6 +149,55 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+class Server(Process):
+    """``mcplite serve bench.soaktools``: HTTP, MCP, gRPC, bearer tokens, metrics."""
+
+    def __init__(self, workdir: Path) -> None:
+        tokens = workdir / "tokens"
+        tokens.write_text(f"{TOKEN}\n")
+        args = ["serve", "bench.soaktools", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]
+        args += ["--metrics", "127.0.0.1:0", "--auth-tokens", str(tokens)]
+        args += ["--secret", SECRET, "--promise-ttl", str(PROMISE_TTL)]
+        super().__init__(args)
+        self.urls = self.announced
+        ports = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", self.urls)]
+        self.http_port, self.grpc_port, self.metrics_port = ports
+
+    def metrics(self) -> dict[str, float]:
+        """The unlabelled gauges and the sums of the labelled ones."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        figures: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                key = name.split("{")[0]
+                figures[key] = figures.get(key, 0.0) + float(value)
+        return figures
+
+
+class Stdio(Process):
+    """``mcplite stdio bench.soaktools``, driven over its pipes by one client."""
+
+    def __init__(self) -> None:
+        args = ["stdio", "bench.soaktools", "--secret", SECRET, "--promise-ttl", str(PROMISE_TTL)]
+        super().__init__(args, stdio=True)
+
+    def close_stdin(self) -> float:
+        """Close stdin as a client does at the end; the seconds until the process ended
+        (the wait bounded at 10 s)."""
+        assert self.proc.stdin is not None
+        started = time.monotonic()
+        self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+        return time.monotonic() - started
 
 
 @dataclass
@@ -216,6 +246,22 @@ def drive(client: Client, tally: Tally, stop: threading.Event) -> None:
         client.close()
 
 
+def drive_stdio(client: StdioClient, tally: Tally, stop: threading.Event) -> None:
+    while not stop.is_set():
+        started = time.perf_counter()
+        try:
+            name = client.one()
+        except Malformed as exc:
+            with tally.lock:
+                tally.malformed.append(f"stdio: {exc}")
+            continue
+        except Exception as exc:  # the pipe broke: nothing more can be sent
+            with tally.lock:
+                tally.failed.append(f"stdio: {type(exc).__name__}: {exc}")
+            return
+        tally.record(name, time.perf_counter() - started)
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -233,17 +279,20 @@ class Sample:
     calls: int  # scenarios finished since the previous sample
     p50_ms: float
     p99_ms: float
+    stdio_rss_mib: float
+    stdio_open_files: int
     latencies: list[float]
 
     def line(self) -> str:
         return (
-            f"{self.at:7.0f}s rss {self.rss_mib:7.1f} MiB  files {self.open_files:4d}  "
-            f"tasks {self.tasks:4d}  in flight {self.in_flight:3d}  "
-            f"done {self.calls:6d}  call p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:6.2f} ms"
+            f"{self.at:6.0f}s rss {self.rss_mib:6.1f} MiB files {self.open_files:3d} "
+            f"tasks {self.tasks:3d} in flight {self.in_flight:2d} done {self.calls:6d} "
+            f"call p50 {self.p50_ms:5.2f} p99 {self.p99_ms:6.2f} ms | "
+            f"stdio rss {self.stdio_rss_mib:5.1f} MiB files {self.stdio_open_files}"
         )
 
 
-def sample(server: Server, tally: Tally, started: float, last: list[int]) -> Sample:
+def sample(server: Server, stdio: Stdio, tally: Tally, started: float, last: list[int]) -> Sample:
     figures = server.metrics()
     latencies = tally.take_latencies()
     with tally.lock:
@@ -258,6 +307,8 @@ def sample(server: Server, tally: Tally, started: float, last: list[int]) -> Sam
         calls=calls,
         p50_ms=percentile(latencies, 0.50) * 1000,
         p99_ms=percentile(latencies, 0.99) * 1000,
+        stdio_rss_mib=stdio.rss_mib(),
+        stdio_open_files=stdio.open_files(),
         latencies=latencies,
     )
 
@@ -284,7 +335,7 @@ def verdict(
     before: tuple[int, int],
     after: tuple[int, int, dict[str, float]],
     tally: Tally,
-    server: Server,
+    processes: tuple[Server, Stdio, float],
     rss_growth: float,
 ) -> list[str]:
     """Every bound that failed (empty: the soak held)."""
@@ -293,19 +344,29 @@ def verdict(
         failures.append(f"{len(tally.malformed)} malformed answers, e.g. {tally.malformed[:3]}")
     if tally.failed:
         failures.append(f"{len(tally.failed)} transport failures, e.g. {tally.failed[:3]}")
-    if server.errors:
-        failures.append(f"{len(server.errors)} ERROR lines, e.g. {server.errors[:3]}")
+    server, stdio, stdio_exit = processes
+    for process in (server, stdio):
+        if process.errors:
+            failures.append(f"{len(process.errors)} ERROR lines, e.g. {process.errors[:3]}")
     if server.proc.poll() is not None:
         failures.append(f"the server exited with {server.proc.returncode}")
-    missing = [name for name in SCENARIOS if tally.done[name] == 0]
+    if stdio.proc.returncode != 0 or stdio_exit > 1.0:
+        failures.append(
+            f"stdio ended {stdio_exit:.2f} s after stdin closed, status {stdio.proc.returncode}"
+        )
+    stdio_kinds = [f"stdio_{kind}" for kind in ("echo", "count", "job", "garbage")]
+    missing = [name for name in [*SCENARIOS, *stdio_kinds] if tally.done[name] == 0]
     if missing:
         failures.append(f"scenarios that never completed: {missing}")
     warmup, loaded = samples[:warm], samples[warm:]
     if not loaded:
         return [*failures, "too few samples after warm-up: lengthen --duration"]
-    growth = max(s.rss_mib for s in loaded) - loaded[0].rss_mib
-    if growth > rss_growth:
-        failures.append(f"resident memory grew {growth:.1f} MiB after warm-up (> {rss_growth})")
+    for rss in ("rss_mib", "stdio_rss_mib"):
+        growth = max(getattr(s, rss) for s in loaded) - getattr(loaded[0], rss)
+        if growth > rss_growth:
+            failures.append(f"{rss} grew {growth:.1f} MiB after warm-up (> {rss_growth})")
+    if max(s.stdio_open_files for s in loaded) > max(s.stdio_open_files for s in warmup):
+        failures.append("stdio's open files grew after warm-up")
     for what, margin in (("open_files", FD_MARGIN), ("tasks", TASK_MARGIN)):
         peak = max(getattr(s, what) for s in warmup)
         worst = max(getattr(s, what) for s in loaded)
@@ -343,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         stubs = generate_stubs(workdir / "stubs")
         server = Server(workdir)
+        stdio = Stdio()
         grpc_stubs: list[GrpcStub] = []
         try:
             target = Target(server.http_port, server.grpc_port, TOKEN)
@@ -354,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
             for scenario, _ in SCENARIOS.values():
                 scenario(client)
             client.close()
+            stdio_client = StdioClient(stdio.proc, random.Random(args.seed))
+            stdio_client.initialize()
+            for _ in range(20):
+                stdio_client.one()
             probe.close()
             figures = quiet(server, 15)
             before = (int(figures["mcplite_tasks_alive"]), server.open_files())
@@ -367,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
             threads = [
                 threading.Thread(target=drive, args=(c, tally, stop), daemon=True) for c in clients
             ]
+            threads.append(
+                threading.Thread(target=drive_stdio, args=(stdio_client, tally, stop), daemon=True)
+            )
             started = time.monotonic()
             for thread in threads:
                 thread.start()
@@ -375,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
             last = [0]
             while time.monotonic() - started < args.duration and server.proc.poll() is None:
                 stop.wait(min(interval, max(0.0, args.duration - (time.monotonic() - started))))
-                samples.append(sample(server, tally, started, last))
+                samples.append(sample(server, stdio, tally, started, last))
                 print(samples[-1].line(), flush=True)
             stop.set()
             for thread in threads:
@@ -384,22 +453,27 @@ def main(argv: list[str] | None = None) -> int:
                 stub.close()
             figures = quiet(server, 15)
             after = (int(figures["mcplite_tasks_alive"]), server.open_files(), figures)
+            stdio_exit = stdio.close_stdin()
             warm = max(1, len(samples) // 5, int((PROMISE_TTL + 10) / interval))
-            failures = verdict(samples, warm, before, after, tally, server, args.rss_growth)
+            processes = (server, stdio, stdio_exit)
+            failures = verdict(samples, warm, before, after, tally, processes, args.rss_growth)
         finally:
             server.stop()
+            stdio.stop()
 
     loaded = samples[warm:]
     print(
         f"\ndone: {sum(tally.done.values())} exchanges: "
-        + ", ".join(f"{name} {tally.done[name]}" for name in SCENARIOS)
+        + ", ".join(f"{name} {count}" for name, count in sorted(tally.done.items()))
     )
     if loaded:
         print(
             f"after warm-up: rss {loaded[0].rss_mib:.1f} -> {loaded[-1].rss_mib:.1f} MiB "
             f"(max {max(s.rss_mib for s in loaded):.1f}), files {loaded[0].open_files} -> "
             f"{loaded[-1].open_files}, tasks {loaded[0].tasks} -> {loaded[-1].tasks}; "
-            f"idle before {before[0]} tasks / {before[1]} files, after {after[0]} / {after[1]}"
+            f"idle before {before[0]} tasks / {before[1]} files, after {after[0]} / {after[1]}; "
+            f"stdio rss {loaded[0].stdio_rss_mib:.1f} -> {loaded[-1].stdio_rss_mib:.1f} MiB, "
+            f"ended {stdio_exit:.2f} s after stdin closed"
         )
     if args.out:
         args.out.write_text(json.dumps({

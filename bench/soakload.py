@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SCENARIOS", "Client", "Malformed", "Target"]
+__all__ = ["SCENARIOS", "Client", "Malformed", "StdioClient", "Target"]
 
 BASE = "/mcp-lite/v1"
 MODERN = "2026-07-28"
@@ -450,3 +450,60 @@ SCENARIOS: dict[str, tuple[Callable[[Client], None], int]] = {
     "auth_refused": (auth_refused, 3),
     "vanish": (vanish, 3),
 }
+
+
+# --- stdio ------------------------------------------------------------------------------
+
+
+class StdioClient:
+    """An MCP client of ``mcplite stdio`` over its pipes, one request at a time: the
+    stdio binding is a process of its own, soaked beside the served one."""
+
+    def __init__(self, proc: Any, rng: random.Random) -> None:
+        self.proc = proc
+        self.rng = rng
+        self.ids = 0
+
+    def exchange(self, line: bytes, request_id: int | None) -> dict[str, Any]:
+        """Write ``line``; the answer whose id is ``request_id`` (None: a parse error's)."""
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+        while True:
+            answer = self.proc.stdout.readline()
+            expect(bool(answer), "an answer before stdout ends", line)
+            reply: dict[str, Any] = json.loads(answer)
+            if "id" in reply and reply["id"] == request_id:
+                return reply
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.ids += 1
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
+        reply = self.exchange(json.dumps(message).encode(), self.ids)
+        expect("result" in reply, f"stdio {method}", reply)
+        result: dict[str, Any] = reply["result"]
+        return result
+
+    def initialize(self) -> None:
+        params = {"protocolVersion": LEGACY, "capabilities": {}}
+        result = self.request("initialize", {**params, "clientInfo": {"name": "soak"}})
+        expect(result["protocolVersion"] == LEGACY, "stdio initialize", result)
+
+    def one(self) -> str:
+        """One exchange of a kind picked at random; the kind's name."""
+        kind = self.rng.choices(["echo", "count", "job", "garbage"], [70, 10, 10, 10])[0]
+        if kind == "echo":
+            text = f"stdio {self.rng.randrange(10**6)}"
+            result = self.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+            expect(text_of(result) == text, "stdio echo", result)
+        elif kind == "count":
+            n = self.rng.randrange(1, 8)
+            result = self.request("tools/call", {"name": "count", "arguments": {"n": n}})
+            expect(result["structuredContent"] == {"result": list(range(n))}, "count", result)
+        elif kind == "job":
+            ms = self.rng.randrange(5, 30)
+            result = self.request("tools/call", {"name": "job", "arguments": {"ms": ms}})
+            expect(text_of(result) == f"job of {ms} ms done", "stdio job", result)
+        else:
+            reply = self.exchange(b"\x00not json\xff", None)
+            expect(reply["error"]["code"] == -32700, "stdio parse error", reply)
+        return f"stdio_{kind}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import math
 import re
 import secrets
@@ -463,6 +464,9 @@ def test_every_family_has_its_documented_type(port: int) -> None:
         "mcplite_streams_open": "gauge",
         "mcplite_promises_pending": "gauge",
         "mcplite_connections_open": "gauge",
+        "mcplite_tasks_alive": "gauge",
+        "process_resident_memory_bytes": "gauge",
+        "process_open_fds": "gauge",
     }
 
 
@@ -534,6 +538,34 @@ def test_a_held_call_is_in_flight_until_it_returns(
         status, reply = held.result(WAIT)
     assert (status, text_of(reply)) == (200, "released")
     assert value(scrape(port), "mcplite_calls_in_flight") == 0
+
+
+def test_the_process_gauges_read_the_served_process_itself(
+    served: ServeProcess, port: int, tmp_path: Path
+) -> None:
+    # What /proc says of the server's own pid: memory within a MiB (it moves between
+    # the two reads); open files as now plus the two the scrape itself held open (its
+    # connection and the /proc directory being listed).
+    samples = scrape(port)
+    with open(f"/proc/{served.proc.pid}/status") as status:
+        rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+    assert abs(value(samples, "process_resident_memory_bytes") - rss) < 2**20
+    files = len(os.listdir(f"/proc/{served.proc.pid}/fd"))
+    assert files <= value(samples, "process_open_fds") <= files + 2
+
+    # A held call is a task on the loop while it runs, and is gone once it returns.
+    poll(port, lambda s: value(s, "mcplite_calls_in_flight") == 0, "no call in flight")
+    idle = value(scrape(port), "mcplite_tasks_alive")
+    release = tmp_path / "release"
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(lite, served.http_port, "hold", {"path": str(release)})
+        try:
+            poll(port, lambda s: value(s, "mcplite_calls_in_flight") == 1, "the call in flight")
+            assert value(scrape(port), "mcplite_tasks_alive") > idle
+        finally:
+            release.touch()
+        assert held.result(WAIT)[0] == 200
+    poll(port, lambda s: value(s, "mcplite_tasks_alive") == idle, "the tasks back to idle")
 
 
 def test_a_running_promise_is_pending_until_its_tool_returns(
