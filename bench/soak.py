@@ -329,13 +329,24 @@ def quiet(server: Server, bound: float) -> dict[str, float]:
         time.sleep(0.1)  # polling the server's own figures, with a deadline
 
 
+@dataclass
+class Ended:
+    """How the two processes came through: their ERROR lines, the server's exit status
+    while under load (None: still running), how and how fast stdio ended."""
+
+    errors: list[str]
+    server_exit: int | None
+    stdio_status: int | None
+    stdio_exit_seconds: float
+
+
 def verdict(
     samples: list[Sample],
     warm: int,
     before: tuple[int, int],
     after: tuple[int, int, dict[str, float]],
     tally: Tally,
-    processes: tuple[Server, Stdio, float],
+    ended: Ended,
     rss_growth: float,
 ) -> list[str]:
     """Every bound that failed (empty: the soak held)."""
@@ -344,15 +355,14 @@ def verdict(
         failures.append(f"{len(tally.malformed)} malformed answers, e.g. {tally.malformed[:3]}")
     if tally.failed:
         failures.append(f"{len(tally.failed)} transport failures, e.g. {tally.failed[:3]}")
-    server, stdio, stdio_exit = processes
-    for process in (server, stdio):
-        if process.errors:
-            failures.append(f"{len(process.errors)} ERROR lines, e.g. {process.errors[:3]}")
-    if server.proc.poll() is not None:
-        failures.append(f"the server exited with {server.proc.returncode}")
-    if stdio.proc.returncode != 0 or stdio_exit > 1.0:
+    if ended.errors:
+        failures.append(f"{len(ended.errors)} ERROR lines, e.g. {ended.errors[:3]}")
+    if ended.server_exit is not None:
+        failures.append(f"the server exited with {ended.server_exit}")
+    if ended.stdio_status != 0 or ended.stdio_exit_seconds > 1.0:
         failures.append(
-            f"stdio ended {stdio_exit:.2f} s after stdin closed, status {stdio.proc.returncode}"
+            f"stdio ended {ended.stdio_exit_seconds:.2f} s after stdin closed, "
+            f"status {ended.stdio_status}"
         )
     stdio_kinds = [f"stdio_{kind}" for kind in ("echo", "count", "job", "garbage")]
     missing = [name for name in [*SCENARIOS, *stdio_kinds] if tally.done[name] == 0]
@@ -455,8 +465,13 @@ def main(argv: list[str] | None = None) -> int:
             after = (int(figures["mcplite_tasks_alive"]), server.open_files(), figures)
             stdio_exit = stdio.close_stdin()
             warm = max(1, len(samples) // 5, int((PROMISE_TTL + 10) / interval))
-            processes = (server, stdio, stdio_exit)
-            failures = verdict(samples, warm, before, after, tally, processes, args.rss_growth)
+            ended = Ended(
+                [*server.errors, *stdio.errors],
+                server.proc.poll(),
+                stdio.proc.returncode,
+                stdio_exit,
+            )
+            failures = verdict(samples, warm, before, after, tally, ended, args.rss_growth)
         finally:
             server.stop()
             stdio.stop()
