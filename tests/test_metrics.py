@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import math
+import os
 import re
 import secrets
 import signal

@@ -301,10 +301,14 @@ class MetricsServer:
     """The metrics and health listener: GET ``/metrics``, ``/healthz``, ``/readyz``.
 
     One request per connection (answered with ``Connection: close``), heads of
-    at most 8 KiB, 5 s to send one: a scraper's needs, and nothing to hold on to.
+    at most 8 KiB, 5 s to send one, at most 64 connections at a time (more are
+    closed at once): a scraper's needs, and nothing a client can make it hold on to.
+    Anything that is not a GET or HEAD of a whole, well-formed request head is
+    closed without an answer or a log line.
     """
 
     name = "metrics"
+    max_connections = 64
 
     def __init__(
         self,
@@ -348,6 +352,9 @@ class MetricsServer:
             await asyncio.wait(set(self._tasks), timeout=1.0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._tasks) >= self.max_connections:
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
