@@ -91,12 +91,7 @@ class TokenSealer:
         bound like a promise token (:meth:`seal`)."""
         head = struct.pack(">Q", int((self._clock() + ttl) * 1000)) + data.encode("utf-8")
         mac = self._keys[0].mac(_state_message(head, bound))
-        return (
-            "st_"
-            + base64.urlsafe_b64encode(head).decode("ascii").rstrip("=")
-            + "."
-            + base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")
-        )
+        return "st_" + _unpadded(head) + "." + _unpadded(mac)
 
     def open_state(self, sealed: object, bound: bytes = b"") -> str:
         """The data of a :meth:`seal_state` string; raises :class:`InvalidToken` if it
@@ -109,6 +104,10 @@ class TokenSealer:
             mac = base64.urlsafe_b64decode(mac_text + "=" * (-len(mac_text) % 4))
         except ValueError:
             raise InvalidToken("invalid request state") from None
+        # Unpadded base64 leaves spare bits in a last character: two strings would
+        # open to one state.  Only the string seal_state wrote is one of ours.
+        if _unpadded(head) != body or _unpadded(mac) != mac_text:
+            raise InvalidToken("invalid request state")
         if len(head) < 8 or not any(
             hmac.compare_digest(key.mac(_state_message(head, bound)), mac) for key in self._keys
         ):
@@ -120,6 +119,10 @@ class TokenSealer:
             return head[8:].decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidToken("invalid request state") from None
+
+
+def _unpadded(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 def promise_id_of(token: object) -> bytes | None:

@@ -45,12 +45,15 @@ class StreamReply(NamedTuple):
     stream: ToolStream
 
 
-def _check_id(message: dict[str, Any]) -> Any:
+def _check_id(message: dict[str, Any], profile: Profile) -> Any:
     request_id = message.get("id", NO_ID)
     if type(request_id) is int or type(request_id) is str:  # the usual ids, checked first
         return request_id
     if request_id is NO_ID or request_id is None:
         return request_id
+    if profile is not LITE and isinstance(request_id, float):
+        # MCP's RequestId is a string or an integer (the official SDKs refuse 1.5).
+        raise InvalidRequest("Invalid request: id must be a string or an integer")
     if isinstance(request_id, bool) or not isinstance(request_id, str | int | float):
         raise InvalidRequest("Invalid request: id must be a string, a number or null")
     if isinstance(request_id, float) and not math.isfinite(request_id):
@@ -87,7 +90,7 @@ def check_request(
     params = message.get("params")
     if params is not None and not isinstance(params, (dict, list)):
         raise InvalidRequest('Invalid request: "params" must be an object or an array')
-    return Request(_check_id(message), method, params, profile, context)
+    return Request(_check_id(message, profile), method, params, profile, context)
 
 
 def _tool_name(message: Any) -> str | None:

@@ -34,7 +34,7 @@ import time
 
 from ...core.observe import CLIENT_GONE
 from ..http.admission import Refusal, Verification
-from ..http.messages import Request, Response, StreamingResponse
+from ..http.messages import Request, Response, StreamingResponse, header_dict
 from ..http.routes import Route
 from ..http.site import HttpSite
 from ..http.statuses import JSON, error_body
@@ -81,10 +81,9 @@ def request_of(scope: Scope) -> Request:
     method: str = scope["method"]
     client = scope.get("client")
     peer = (str(client[0]), int(client[1])) if client else None
-    # ASGI header names are lowercase bytes already; a repeated one keeps its last value.
-    request = Request(
-        _METHODS.get(method) or method.encode("latin-1"), target, dict(scope["headers"]), b"", peer
-    )
+    # ASGI header names are lowercase bytes already; a repeated one's values are joined.
+    headers = header_dict(scope["headers"])
+    request = Request(_METHODS.get(method) or method.encode("latin-1"), target, headers, b"", peer)
     request.path = path  # ASGI's path is percent-decoded: it may hold a "?" of its own
     return request
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sized
 import h11
 
 from . import accel
+from .messages import header_dict
 
 __all__ = ["Connection", "fast_response", "header_fields", "unread"]
 
@@ -54,8 +55,7 @@ def _plain_unread(conn: h11.Connection) -> Sized:
 
 
 def _plain_header_fields(request: h11.Request) -> dict[bytes, bytes]:
-    # h11 lowercases names; a repeated header keeps its last value.
-    return {name: value for name, value in request.headers}
+    return header_dict(request.headers)  # h11 lowercases names
 
 
 def _no_shortcut(
@@ -69,7 +69,7 @@ Connection: type[h11.Connection] = h11.Connection
 #: ``unread(conn)``: a live ``Sized`` whose length is what ``conn`` has not read yet
 #: (asked before and after the event that reads a request head).
 unread: Callable[[h11.Connection], Sized] = _plain_unread
-#: ``header_fields(request)``: its headers by lowercase name, the last of a repeated one.
+#: ``header_fields(request)``: its headers by lowercase name (:func:`header_dict`).
 header_fields: Callable[[h11.Request], dict[bytes, bytes]] = _plain_header_fields
 #: ``fast_response(conn, status, headers, body)``: the bytes of a keep-alive POST's
 #: answer with h11 moved through it, or None (then send it as events).

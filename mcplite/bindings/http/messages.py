@@ -10,20 +10,28 @@ anything that can build a :class:`Request` can drive them too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Any, Protocol
 
 from ...core.context import Caller, RequestContext
 from ...core.errors import MCPLiteError
 from . import sse
 
-__all__ = ["EventStream", "HeaderView", "Request", "Response", "StreamingResponse"]
+__all__ = [
+    "EventStream",
+    "HeaderView",
+    "Request",
+    "Response",
+    "StreamingResponse",
+    "header_dict",
+]
 
 
 class Request:
     """One HTTP request, its body read whole.
 
-    ``headers`` maps each lowercase name to the last value sent; ``path`` is
+    ``headers`` maps each lowercase name to its value (a repeated one's values
+    joined, see :func:`header_dict`); ``path`` is
     the target before any ``?``.  ``caller`` is who authentication found (None:
     anonymous, or auth off).  An endpoint sets ``tool`` to what the request
     calls as soon as it knows, for the access log.
@@ -94,6 +102,24 @@ class StreamingResponse:
         self.status = 200
         self.headers = sse.HEADERS
         self.events = events
+
+
+def header_dict(fields: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """Header fields (lowercase names, in order) by name, a repeated name's values
+    joined with ``", "`` in order (RFC 9110 section 5.3).  Never the last (or
+    first) one alone: a proxy in front may read the other, and two readers must
+    not see two requests (a repeated ``Mcp-Name`` or ``Authorization`` is then
+    refused as it reads)."""
+    if not isinstance(fields, Sized):
+        fields = list(fields)
+    out = dict(fields)
+    if len(out) == len(fields):
+        return out  # no name repeated: the usual request
+    out = {}
+    for name, value in fields:
+        seen = out.get(name)
+        out[name] = value if seen is None else seen + b", " + value
+    return out
 
 
 #: Header names as asked for (``str``) to the keys a Request holds (lowercase bytes).

@@ -231,7 +231,9 @@ class McpServer:
             request = check_request(message, profile, context)
         except InvalidRequest as exc:
             known = message.get("id") if isinstance(message, dict) else None
-            return self._error(known if isinstance(known, str | int) else None, exc, profile)
+            if type(known) is not str and type(known) is not int:
+                known = None  # no id to echo (true, 1.5, an object): null, as JSON-RPC says
+            return self._error(known, exc, profile)
         request_id = request.id
         if request_id is None:
             return self._error(

@@ -48,6 +48,8 @@ from h11._headers import Headers
 from h11._readers import maybe_read_from_IDLE_client
 from h11._receivebuffer import ReceiveBuffer
 
+from ..messages import header_dict
+
 __all__ = ["FIELD_VALUE", "fast_request", "header_fields", "read_request"]
 
 #: The most digits h11 takes in a Content-Length (h11._headers.CONTENT_LENGTH_MAX_DIGITS).
@@ -134,7 +136,12 @@ def read_request(buf: ReceiveBuffer) -> h11.Request | None:
 
 
 def header_fields(request: h11.Request) -> dict[bytes, bytes]:
-    """A request's headers by lowercase name (a repeated header keeps its last
-    value), read from h11's own list: iterating the public ``Headers`` sequence
-    builds a tuple per header through the Sequence ABC, ~0.25 µs each."""
-    return {name: value for _, name, value in request.headers._full_items}
+    """A request's headers by lowercase name (a repeated one's values joined, as
+    :func:`~mcplite.bindings.http.messages.header_dict` does), read from h11's own
+    list: iterating the public ``Headers`` sequence builds a tuple per header
+    through the Sequence ABC, ~0.25 µs each."""
+    items = request.headers._full_items
+    fields = {name: value for _, name, value in items}
+    if len(fields) == len(items):
+        return fields
+    return header_dict([(name, value) for _, name, value in items])
