@@ -207,7 +207,12 @@ class RedisStore:
         self._owners: set[str] = set()  # the owners of records created here: alive
         self._heartbeat: asyncio.Task[None] | None = None
         self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url, socket_timeout=COMMAND_TIMEOUT, socket_connect_timeout=COMMAND_TIMEOUT
+            url,
+            socket_timeout=COMMAND_TIMEOUT,
+            socket_connect_timeout=COMMAND_TIMEOUT,
+            # Once more on a new connection: after a restart of Redis, each pooled
+            # connection fails its next command (every command here is idempotent).
+            retry_on_error=[RedisConnectionError],
         )
         self._outage = Outage(log, f"promise store {_safe(url)}", retry_after)
         self._ttl = ttl
