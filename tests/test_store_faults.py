@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import http.client
 import json
 import logging
 import os
+import re
 import select
 import shutil
 import signal
@@ -45,6 +47,7 @@ from conftest import (
     make_config,
     rpc_message,
     run_in_thread,
+    serve_process,
 )
 from grpc_support import protos
 from redis_support import RedisProcess, redis_process
@@ -62,6 +65,7 @@ RETRY_AFTER = 0.25  # the servers' retry_after: Retry-After says 1 (whole second
 UNAVAILABLE = {"retry_after": RETRY_AFTER, "reason": "store_unavailable"}
 LOCK_TIMEOUT = 0.3  # how long a write waits for another process's lock, in these tests
 OURS = protos()["ours"]
+METRICS_URL = re.compile(r"http://127\.0\.0\.1:(\d+)/metrics")
 #: The stores' own loops, alive as long as the store has work (not leaks).
 STORE_LOOPS = {
     "RedisStore._read",
@@ -415,6 +419,46 @@ def test_a_redis_that_stops_answering_is_unavailable_after_its_timeout_not_forev
         assert_answer(redeem(a, quick), "quick")
     assert heard.errors() == []
     assert heard.said(WENT) == heard.said(BACK) == 1
+
+
+def readyz(port: int) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    try:
+        conn.request("GET", "/readyz")
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_mcplite_serve_says_not_ready_while_redis_is_gone_and_warns_once_each_way() -> None:
+    """``mcplite serve --promise-store redis://...``: /readyz answers 503 while
+    Redis is stopped and 200 once it is back; stderr has one WARNING each way
+    and no traceback, however often it is asked."""
+    with (
+        redis_process() as redis,
+        serve_process(
+            "mcplite.demo",
+            *("--http", "127.0.0.1:0", "--no-grpc", "--metrics", "127.0.0.1:0"),
+            *("--promise-store", redis.url, "--no-access-log"),
+        ) as server,
+    ):
+        found = next(filter(None, map(METRICS_URL.search, server.lines)))
+        port = int(found.group(1))
+        assert readyz(port) == (200, b"ready\n")
+        redis.stop()
+        for _ in range(3):
+            status, body = readyz(port)
+            assert status == 503
+            assert body.startswith(b"not ready: promise store unreachable"), body
+        redis.start()
+        assert readyz(port) == (200, b"ready\n")
+        lines = server.stop()
+    warnings = [line for line in lines if "WARNING" in line and "promise store" in line]
+    assert len(warnings) == 2, lines
+    assert "unavailable (ConnectionError" in warnings[0]
+    assert "is available again" in warnings[1]
+    assert not [line for line in lines if "Traceback" in line or " ERROR " in line], lines
 
 
 # --- SQLite -------------------------------------------------------------------------------

@@ -402,7 +402,7 @@ class Dispatcher:
     async def _settled(self, kept: _Kept, outcome: Result | MCPLiteError) -> None:
         promise_id, retry = kept.promise_id, self.config.retry_after
         try:
-            # Tried again while the store is down: redeem answers from _local meanwhile.
+            # Tried again while the store is down (a redeem here may answer from _local).
             await store_outcome(self.promises, promise_id, outcome, kept.expires_at, retry)
         except StoreUnavailable:
             log.warning("a promise of %r expired before the store took its outcome", kept.tool.name)

@@ -36,6 +36,14 @@ A ``wait`` re-reads the record no later than when its owner's lease runs out,
 so a dead process's promise ends every wait within about one lease.  ``close``
 resolves this store's running records the same way at once and deletes its
 lease keys.
+
+**Outages.**  A command that fails because Redis is down, unreachable, silent
+for :data:`COMMAND_TIMEOUT`, or refusing writes (a replica, out of memory,
+MISCONF) raises :class:`~mcplite.core.errors.StoreUnavailable` (logged once
+each way, see :class:`~mcplite.core.promises.Outage`).  The client reconnects
+by itself; the reader subscribes again, and wakes every wait so that it reads
+its record (and hears the outage); the heartbeat stops the running records
+that are gone from Redis (flushed, or lost in a restart).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 try:
     import redis.asyncio as aioredis
@@ -214,7 +222,7 @@ class RedisStore:
             # connection fails its next command (every command here is idempotent).
             retry_on_error=[RedisConnectionError],
         )
-        self._outage = Outage(log, f"promise store {_safe(url)}", retry_after)
+        self._outage = Outage(log, f"promise store {_where(url)}", retry_after)
         self._ttl = ttl
         self._max = max_entries
         self._retry_after = retry_after
@@ -679,11 +687,7 @@ def _succeeded(task: asyncio.Task[None]) -> bool:
     return not task.cancelled() and task.exception() is None
 
 
-def _safe(url: str) -> str:
-    """``url`` without its password, to be logged."""
+def _where(url: str) -> str:
+    """Where ``url`` points, without its credentials: what the log may say."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"

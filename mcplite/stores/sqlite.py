@@ -33,6 +33,15 @@ How things reach other processes, with no server to push them:
   this store's running rows the same way at once and deletes its owner rows;
   ``sweep`` deletes the rows of lapsed owners (no row reads as lapsed).
 
+**Faults.**  Every call runs on the file the path names now: a file deleted or
+replaced is noticed at the next call and the path opened again (a new file; the
+old one's promises are gone, and the cancel poll stops this process's calls
+whose records went).  A call that fails because the file is locked for longer
+than :data:`LOCK_TIMEOUT`, read-only, full or cannot be opened raises
+:class:`~mcplite.core.errors.StoreUnavailable` (logged once each way, see
+:class:`~mcplite.core.promises.Outage`), and drops the connection unless it
+was a lock, so the next call opens the file again: the store recovers by itself.
+
 All SQLite calls run in one worker thread per store, in the order they were
 made; the event loop only waits for their results.
 """
