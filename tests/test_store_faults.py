@@ -52,7 +52,16 @@ from conftest import (
 from grpc_support import protos
 from redis_support import RedisProcess, redis_process
 
-from mcplite import ALWAYS, Dispatcher, PromiseRecord, PromiseStatus, PromiseStore, Tools
+from mcplite import (
+    ALWAYS,
+    Dispatcher,
+    MemoryStore,
+    PromiseRecord,
+    PromiseStatus,
+    PromiseStore,
+    StoreUnavailable,
+    Tools,
+)
 from mcplite.bindings.grpc.service import GrpcServer
 from mcplite.bindings.http import HttpServer
 from mcplite.core.wire import ERROR_DATA_KEY
@@ -291,6 +300,43 @@ def heard() -> Iterator[Heard]:
 
 
 WENT, BACK = "unavailable (", "is available again"
+
+
+# --- any store -------------------------------------------------------------------------------
+
+
+class NeverTakes(DelegatingStore):
+    """A store that is down for every outcome (it still makes promises)."""
+
+    async def complete(self, promise_id: bytes, result: Any, error: Any = None) -> None:
+        raise StoreUnavailable(retry_after=RETRY_AFTER)
+
+
+def test_an_outcome_the_store_never_takes_is_given_up_when_its_promise_expires(
+    heard: Heard,
+) -> None:
+    """The outcome is tried again with backoff, but no longer than its token
+    lives: then one WARNING, and nothing left behind."""
+    jobs = Jobs()
+    config = make_config(retry_after=RETRY_AFTER, promise_ttl=0.5)
+
+    async def boot() -> tuple[Dispatcher, HttpServer, Any]:
+        store = NeverTakes(MemoryStore(ttl=config.promise_ttl, max_entries=10))
+        dispatcher = Dispatcher(jobs.tools, config, promises=store)
+        http = HttpServer(dispatcher, config)
+        await http.start("127.0.0.1", 0)
+        return dispatcher, http, None
+
+    server = run_in_thread(boot)
+    try:
+        before = baseline(server)
+        promise(server, "quick")
+        assert_nothing_left(server, before)
+    finally:
+        server.stop()
+    assert heard.errors() == []
+    expired = [r for r in heard.records if "expired before the store took" in r.getMessage()]
+    assert len(expired) == 1
 
 
 # --- Redis ------------------------------------------------------------------------------------
