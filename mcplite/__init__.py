@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         MethodNotFound,
         Overloaded,
         ParseError,
+        StoreUnavailable,
         ToolNotFound,
         UnknownPromise,
     )
@@ -79,6 +80,7 @@ _HOMES = {
     "MethodNotFound": "errors",
     "Overloaded": "errors",
     "ParseError": "errors",
+    "StoreUnavailable": "errors",
     "ToolNotFound": "errors",
     "UnknownPromise": "errors",
     "Forbidden": "errors",
@@ -181,6 +183,7 @@ __all__ = [
     "ResponseType",
     "Result",
     "Server",
+    "StoreUnavailable",
     "TaskSupport",
     "Tool",
     "ToolAnnotations",

@@ -195,6 +195,7 @@ def test_a_failure_round_trips_with_its_reason_and_retryable_flag() -> None:
         E.ToolNotFound("lookup", ["look_up"], "look_up"),
         E.Overloaded("busy", retry_after=3.5),
         E.PromiseTableFull(retry_after=2.0),
+        E.StoreUnavailable(retry_after=0.5),
         E.DeadlineExceeded(),
         E.ShuttingDown(),
     ],

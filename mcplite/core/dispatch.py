@@ -24,7 +24,7 @@ import secrets
 import socket
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,26 @@ from .config import Config
 from .content import text as text_block
 from .context import IN_PROCESS, RequestContext, binding_of
 from .envelope import Result
-from .errors import InvalidArguments, MCPLiteError, Overloaded, PromiseTableFull, ToolNotFound
+from .errors import (
+    InvalidArguments,
+    MCPLiteError,
+    Overloaded,
+    PromiseTableFull,
+    StoreUnavailable,
+    ToolNotFound,
+)
 from .listeners import Listeners
 from .middleware import CallNext, Middleware, ToolCall, chain
 from .observe import QUIET, AccessLog, Metrics
 from .outcomes import Answer, Failure, Promised
-from .promises import MemoryStore, PromiseRecord, PromiseStatus, PromiseStore
+from .promises import (
+    MemoryStore,
+    PromiseRecord,
+    PromiseStatus,
+    PromiseStore,
+    stop_tasks,
+    store_outcome,
+)
 from .runner import Runner, aggregate, internal_error, start_task
 from .schema import SchemaError
 from .streams import ToolStream
@@ -108,6 +122,7 @@ class Dispatcher:
         #: Names this process as the owner of the promises whose tasks it runs.
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
         self._local: dict[bytes, _Kept] = {}  # the promised calls this process runs
+        self._storing: set[asyncio.Task[None]] = set()  # their outcomes on the way to the store
         self._tools: dict[str, Tool] = {}
         #: The tools served now, by name (system tools included), for a binding's
         #: lookup on every request without a call; change it with :meth:`add_tool`
@@ -361,6 +376,7 @@ class Dispatcher:
     def _adopt(self, record: PromiseRecord, kept: _Kept, progress: Progress | None) -> None:
         """Keep a promised task in this process and store its outcome when it ends."""
         promise_id = kept.promise_id = record.promise_id
+        kept.expires_at = record.expires_at
         self._local[promise_id] = kept
         if progress is not None:
             store = self.promises
@@ -375,24 +391,24 @@ class Dispatcher:
         kept.task.add_done_callback(kept.finished, context=_CALLBACKS)
 
     def _finished(self, kept: _Kept) -> None:
-        promise_id = kept.promise_id
         if kept.stopped():
-            self._local.pop(promise_id, None)
+            self._local.pop(kept.promise_id, None)
             return
-        outcome = kept.result()
-        if isinstance(outcome, Result):
-            done = self.promises.complete(promise_id, outcome)
-        else:
-            done = self.promises.complete(promise_id, None, outcome)
-        start_task(self._settled(kept, done))
+        task = start_task(self._settled(kept, kept.result()))
+        if not task.done():  # a store that is slow, or down: close() stops it
+            self._storing.add(task)
+            task.add_done_callback(self._storing.discard)
 
-    async def _settled(self, kept: _Kept, done: Coroutine[Any, Any, None]) -> None:
-        promise_id = kept.promise_id
+    async def _settled(self, kept: _Kept, outcome: Result | MCPLiteError) -> None:
+        promise_id, retry = kept.promise_id, self.config.retry_after
         try:
-            await done
+            # Tried again while the store is down (a redeem here may answer from _local).
+            await store_outcome(self.promises, promise_id, outcome, kept.expires_at, retry)
+        except StoreUnavailable:
+            log.warning("a promise of %r expired before the store took its outcome", kept.tool.name)
         except Exception as exc:
-            # A result the store cannot encode, or a store that is down: the promise
-            # must not look as if the call were still running until it expires.
+            # A result the store cannot encode: the promise must not look as if the
+            # call were still running until it expires.
             error = internal_error(kept.tool.name, exc, "its outcome could not be stored")
             try:
                 await self.promises.complete(promise_id, None, error)
@@ -569,6 +585,7 @@ class Dispatcher:
         for kept in list(self._local.values()):
             kept.task.cancel()
         self._local.clear()
+        await stop_tasks(list(self._storing))
         await self.promises.close()
         self.runner.close()
 
@@ -602,6 +619,7 @@ class _Kept:
     started: float
     t0: float
     promise_id: bytes = b""
+    expires_at: float = 0.0  # the promise's, epoch seconds
     _result: Result | MCPLiteError | None = None
 
     def stopped(self) -> bool:

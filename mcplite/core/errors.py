@@ -27,6 +27,7 @@ __all__ = [
     "PromiseTableFull",
     "RateLimited",
     "ShuttingDown",
+    "StoreUnavailable",
     "ToolNotFound",
     "Unauthenticated",
     "UnknownPromise",
@@ -197,6 +198,23 @@ class PromiseTableFull(Overloaded):
     """The promise table is at its bound; a new long call must wait."""
 
     default_message = "Too many pending promises"
+
+
+class StoreUnavailable(Overloaded):
+    """The promise store does not answer or cannot write (a Redis that is down, an
+    SQLite file that is locked, read-only, full or gone); retry after ``retry_after`` s.
+
+    -32000 with ``data`` ``{"retry_after": S, "reason": "store_unavailable"}``: HTTP
+    ``503`` with ``Retry-After`` on the MCP-lite endpoints, gRPC ``UNAVAILABLE``.
+    """
+
+    grpc_status = _UNAVAILABLE
+    default_message = "Promise store unavailable"
+    reason = "store_unavailable"
+
+    def __init__(self, message: str | None = None, retry_after: float = 1.0) -> None:
+        super().__init__(message, retry_after)
+        self.data = {"retry_after": retry_after, "reason": self.reason}
 
 
 class DeadlineExceeded(MCPLiteError):

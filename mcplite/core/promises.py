@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from .envelope import Result
-from .errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from .errors import MCPLiteError, PromiseTableFull, StoreUnavailable, UnknownPromise
 from .outcomes import Failure
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "WORKER_LOST",
     "CancelListener",
     "MemoryStore",
+    "Outage",
     "ProcessSide",
     "PromiseRecord",
     "PromiseStatus",
@@ -47,6 +48,7 @@ __all__ = [
     "SweepTimer",
     "Waiters",
     "stop_tasks",
+    "store_outcome",
     "worker_lost",
 ]
 
@@ -98,7 +100,9 @@ class PromiseStore(Protocol):
     """What the core needs from a promise store.
 
     Every method but :meth:`set_progress` and :meth:`on_cancel` may suspend (a
-    shared store talks to a server).  Ids come from tokens that were already
+    shared store talks to a server), and raises :class:`StoreUnavailable` while
+    the store does not answer or cannot write; the store recovers by itself
+    (reconnects, reopens) once it can.  Ids come from tokens that were already
     verified: a store never sees a forged one.
 
     **Leases.**  Each record names its ``owner``, the process whose task runs the
@@ -165,6 +169,72 @@ class PromiseStore(Protocol):
         :func:`worker_lost` and its lease is released); the in-memory store's
         records die with it."""
         ...
+
+
+class Outage:
+    """Whether a shared store answers, as its last commands found it.
+
+    A store down fails every request until it is back: the log hears of it once
+    when it goes (WARNING, with the cause) and once when it is back, never once
+    per request.  A store may refuse writes only (locked, read-only, full): a
+    read that works then says nothing of the writes, and ends no outage."""
+
+    def __init__(self, logger: logging.Logger, what: str, retry_after: float) -> None:
+        self.log = logger
+        self.what = what
+        self.retry_after = retry_after
+        self.down: str | None = None  # None, "writes" (reads work), or "all"
+
+    def failed(self, exc: BaseException, *, write: bool = True) -> StoreUnavailable:
+        """The error to raise for a command (a ``write`` or not) that failed with ``exc``."""
+        if self.down is None:
+            self.log.warning(
+                "%s unavailable (%s: %s); calls that need it are refused as retryable "
+                "until it is back",
+                self.what,
+                type(exc).__name__,
+                exc,
+            )
+        if self.down != "all":
+            self.down = "writes" if write else "all"
+        # The wire says no more than that: where the store lives is not the client's business.
+        return StoreUnavailable(retry_after=self.retry_after)
+
+    def ok(self, *, write: bool = True) -> None:
+        """A command (a ``write`` or not) succeeded."""
+        if self.down is not None and (write or self.down == "all"):
+            self.down = None
+            self.log.warning("%s is available again", self.what)
+
+
+#: The first pause before storing a promise's outcome again while the store is
+#: unavailable; it doubles up to the server's ``retry_after``.
+STORE_RETRY_FIRST = 0.05
+
+
+async def store_outcome(
+    store: PromiseStore,
+    promise_id: bytes,
+    outcome: Result | MCPLiteError,
+    expires_at: float,
+    retry_after: float,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Store a promise's ``outcome``, again and again while the store is
+    unavailable, until it is stored or the promise expires (``expires_at``, epoch
+    seconds: its token is dead by then).  Raises :class:`StoreUnavailable` when it
+    expired unstored, and what else ``complete`` raises."""
+    result, error = (None, outcome) if isinstance(outcome, MCPLiteError) else (outcome, None)
+    pause = STORE_RETRY_FIRST
+    while True:
+        try:
+            await store.complete(promise_id, result, error)
+            return
+        except StoreUnavailable:
+            if clock() + pause >= expires_at:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, max(retry_after, STORE_RETRY_FIRST))
 
 
 class Waiters(dict[bytes, "asyncio.Future[None]"]):

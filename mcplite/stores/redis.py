@@ -36,6 +36,14 @@ A ``wait`` re-reads the record no later than when its owner's lease runs out,
 so a dead process's promise ends every wait within about one lease.  ``close``
 resolves this store's running records the same way at once and deletes its
 lease keys.
+
+**Outages.**  A command that fails because Redis is down, unreachable, silent
+for :data:`COMMAND_TIMEOUT`, or refusing writes (a replica, out of memory,
+MISCONF) raises :class:`~mcplite.core.errors.StoreUnavailable` (logged once
+each way, see :class:`~mcplite.core.promises.Outage`).  The client reconnects
+by itself; the reader subscribes again, and wakes every wait so that it reads
+its record (and hears the outage); the heartbeat stops the running records
+that are gone from Redis (flushed, or lost in a restart).
 """
 
 from __future__ import annotations
@@ -47,20 +55,24 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 try:
     import redis.asyncio as aioredis
-    from redis.exceptions import RedisError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "the Redis promise store needs the redis package: pip install 'mcplite[redis]'"
     ) from exc
 
 from ..core.envelope import Result
-from ..core.errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from ..core.errors import MCPLiteError, PromiseTableFull, StoreUnavailable, UnknownPromise
 from ..core.promises import (
     DEFAULT_LEASE,
     CancelListener,
+    Outage,
     ProcessSide,
     PromiseRecord,
     PromiseStatus,
@@ -82,6 +94,25 @@ LEASE_MARGIN = 0.01
 #: Seconds a record's key outlives its expiry in Redis, so that a sweep (which
 #: stops a running record's task) comes first; the key goes anyway if none does.
 KEY_MARGIN = 60.0
+#: Seconds to connect, and for Redis to answer a command, before the store counts
+#: as unavailable (unless the URL says otherwise: ``?socket_timeout=``,
+#: ``?socket_connect_timeout=``).
+COMMAND_TIMEOUT = 5.0
+#: Seconds between two attempts of the subscription reader while Redis is down.
+READ_RETRY = 0.5
+
+#: What Redis answers while it cannot serve: it is down, unreachable, slow,
+#: still loading, a replica, out of memory.
+_DOWN = (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OutOfMemoryError, OSError)
+
+
+def _is_down(exc: BaseException) -> bool:
+    """Whether ``exc`` says Redis cannot serve now (rather than a bug of ours)."""
+    if isinstance(exc, _DOWN):
+        return True
+    # MISCONF: Redis refuses writes because it cannot save (its disk is full).
+    return isinstance(exc, ResponseError) and str(exc).startswith("MISCONF")
+
 
 _CREATE = """
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
@@ -183,7 +214,15 @@ class RedisStore:
         self.lease = lease
         self._owners: set[str] = set()  # the owners of records created here: alive
         self._heartbeat: asyncio.Task[None] | None = None
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(url)
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            socket_timeout=COMMAND_TIMEOUT,
+            socket_connect_timeout=COMMAND_TIMEOUT,
+            # Once more on a new connection: after a restart of Redis, each pooled
+            # connection fails its next command (every command here is idempotent).
+            retry_on_error=[RedisConnectionError],
+        )
+        self._outage = Outage(log, f"promise store {_where(url)}", retry_after)
         self._ttl = ttl
         self._max = max_entries
         self._retry_after = retry_after
@@ -214,8 +253,9 @@ class RedisStore:
         self._sweeper = SweepTimer(clock, self._tick)
         self._listening: asyncio.Task[None] | None = None
 
-    async def _call(self, command: Awaitable[T]) -> T:
-        """Run one Redis command so that cancelling the caller cancels it.
+    async def _call(self, command: Awaitable[T], *, write: bool = True) -> T:
+        """Run one Redis command (a ``write``, or a read) so that cancelling the
+        caller cancels it; raises :class:`StoreUnavailable` while Redis cannot serve.
 
         redis-py's asyncio client may swallow a cancel that arrives while a
         command is under way (it returns the reply instead), which would leave a
@@ -224,10 +264,16 @@ class RedisStore:
         """
         task = asyncio.ensure_future(command)
         try:
-            return await asyncio.shield(task)
+            out = await asyncio.shield(task)
         except asyncio.CancelledError:
             task.add_done_callback(_retrieve)
             raise
+        except Exception as exc:
+            if _is_down(exc):
+                raise self._outage.failed(exc, write=write) from exc
+            raise
+        self._outage.ok(write=write)
+        return out
 
     def _key(self, promise_id: bytes) -> str:
         return f"{self._prefix}r:{promise_id.hex()}"
@@ -286,24 +332,30 @@ class RedisStore:
 
     async def has_room(self) -> bool:
         await self._ready()
-        if await self._call(self._redis.zcard(self._expiry_key)) < self._max:
+        if await self._call(self._redis.zcard(self._expiry_key), write=False) < self._max:
             return True
         await self._sweep_now(self._clock())
-        return bool(await self._call(self._redis.zcard(self._expiry_key)) < self._max)
+        return bool(await self._call(self._redis.zcard(self._expiry_key), write=False) < self._max)
 
     async def complete(
         self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
     ) -> None:
         if self._closed:
             return
+        try:
+            await self._ready()
+            await self._set(
+                promise_id,
+                PromiseStatus.DONE,
+                "" if result is None else dump_result(result),
+                "" if error is None else dump_error(error),
+            )
+        except StoreUnavailable:
+            raise  # still ours: its lease is renewed (once Redis is back) until it is stored
+        except BaseException:
+            self._side.mine.discard(promise_id)
+            raise
         self._side.mine.discard(promise_id)
-        await self._ready()
-        await self._set(
-            promise_id,
-            PromiseStatus.DONE,
-            "" if result is None else dump_result(result),
-            "" if error is None else dump_error(error),
-        )
         self._side.waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
@@ -323,7 +375,7 @@ class RedisStore:
         await self._ready()
         key = self._key(promise_id)
         prefix = self._owner_key("")
-        values = await self._call(self._get(keys=[key], args=[prefix]))
+        values = await self._call(self._get(keys=[key], args=[prefix]), write=False)
         if values is None:
             raise UnknownPromise()
         *fields, lease_ms = values
@@ -424,9 +476,10 @@ class RedisStore:
             for promise_id in mine:
                 await self._set(promise_id, PromiseStatus.DONE, lost, "")
             if self._owners:
-                await self._redis.delete(*(self._owner_key(o) for o in self._owners))
-        except RedisError:
-            log.exception("could not resolve the running promises on close")
+                await self._call(self._redis.delete(*(self._owner_key(o) for o in self._owners)))
+        except StoreUnavailable:
+            # Said once already; the other processes resolve them when the leases lapse.
+            log.warning("promise store unavailable on close: running promises end as lost")
         self._sweeper.cancel()
         await self._side.close(self._reader, self._listening)
         if self._pubsub is not None:
@@ -472,16 +525,23 @@ class RedisStore:
 
     async def _beat(self) -> None:
         """Renew the leases of this store's owners every third of a lease, while
-        records created here run (create sets a lease itself)."""
+        records created here run (create sets a lease itself), and stop the
+        records that are gone from Redis (flushed, or lost in a restart): no
+        complete or cancel could reach them any more."""
         while self._side.mine and not self._closed:
             await asyncio.sleep(self.lease / 3)
+            owners, mine = list(self._owners), list(self._side.mine)
             try:
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    for owner in self._owners:
+                    for owner in owners:
                         pipe.set(self._owner_key(owner), self._inbox, px=self._lease_ms)
-                    await pipe.execute()
-            except RedisError:
-                log.exception("could not renew the leases of the running promises")
+                    for promise_id in mine:
+                        pipe.exists(self._key(promise_id))
+                    found = await self._call(pipe.execute())
+            except StoreUnavailable:
+                continue  # said once; the leases are set again once Redis is back
+            gone = [i for i, n in zip(mine, found[len(owners) :], strict=True) if not n]
+            self._side.stopped(i for i in gone if i in self._side.mine)
 
     async def _flush(self) -> None:
         try:
@@ -492,27 +552,38 @@ class RedisStore:
                         await self._progress(
                             keys=[self._key(promise_id)], args=[progress], client=pipe
                         )
-                    await pipe.execute()
-        except RedisError:
-            log.exception("could not store progress")
+                    await self._call(pipe.execute())
+        except StoreUnavailable:
+            pass  # said once; progress is news, not a result: the next report is sent
         finally:
             self._flusher = None
 
     # -- telling and waking -----------------------------------------------------------
 
     async def _listen(self) -> None:
-        """Subscribe to this store's inbox and start the reader (once; others wait)."""
-        if self._listening is None:
-            self._listening = asyncio.get_running_loop().create_task(self._start_listening())
-        await asyncio.shield(self._listening)
+        """Subscribe to this store's inbox and start the reader (once; others wait,
+        and try again if it failed: Redis may be back)."""
+        listening = self._listening
+        if listening is None or (listening.done() and not _succeeded(listening)):
+            listening = self._listening = asyncio.get_running_loop().create_task(
+                self._start_listening()
+            )
+        await asyncio.shield(listening)
 
     async def _start_listening(self) -> None:
-        self._pubsub = self._redis.pubsub()
-        confirmed = self._hold(self._inbox_channel)
-        self._sent[self._inbox_channel] = True
-        await self._pubsub.subscribe(self._inbox_channel)
-        self._reader = asyncio.get_running_loop().create_task(self._read())
-        await asyncio.wait_for(confirmed, 10.0)
+        """Raises :class:`StoreUnavailable` when Redis does not confirm in time."""
+        if self._pubsub is None:
+            self._pubsub = self._redis.pubsub()
+            self._hold(self._inbox_channel)
+        confirmed = self._confirmed[self._inbox_channel]
+        if not confirmed.done():
+            self._sent[self._inbox_channel] = True
+            await self._call(self._pubsub.subscribe(self._inbox_channel))
+        if self._reader is None:
+            self._reader = asyncio.get_running_loop().create_task(self._read())
+        await asyncio.wait((confirmed,), timeout=COMMAND_TIMEOUT)
+        if not confirmed.done():
+            raise StoreUnavailable("promise store unavailable", self._retry_after)
 
     def _hold(self, channel: str) -> asyncio.Future[None]:
         """Count one more user of ``channel``; the future is done once Redis confirms
@@ -529,7 +600,11 @@ class RedisStore:
         confirmed = self._confirmed[channel]
         if not confirmed.done() and not self._sent.get(channel):
             self._sent[channel] = True
-            await self._call(self._pubsub.subscribe(channel))  # sent even if we are cancelled
+            try:
+                await self._call(self._pubsub.subscribe(channel))  # sent even if cancelled
+            except StoreUnavailable:
+                self._sent[channel] = False  # the next wait sends it again
+                raise
         if not confirmed.done():
             left = deadline - asyncio.get_running_loop().time()
             # Not confirmed in time: the wait still ends by its rechecks.
@@ -561,12 +636,17 @@ class RedisStore:
         done_prefix = f"{self._prefix}done:".encode()
         while not self._closed:
             try:
+                # Reconnects, and subscribes again to every channel, once Redis is back.
                 message = await self._pubsub.get_message(timeout=1.0)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("promise store subscription failed; retrying")
-                await asyncio.sleep(0.5)
+            except Exception as exc:
+                if not _is_down(exc):
+                    log.exception("promise store subscription failed; retrying")
+                else:
+                    self._outage.failed(exc, write=False)
+                    self._side.waiters.wake_all()  # each wait reads its record: its caller hears
+                await asyncio.sleep(READ_RETRY)
                 continue
             if message is None:
                 continue
@@ -591,11 +671,23 @@ class RedisStore:
     async def _timed_sweep(self) -> None:
         try:
             await self.sweep()
-            scores = await self._redis.zrange(self._expiry_key, 0, 0, withscores=True)
+            earliest = self._redis.zrange(self._expiry_key, 0, 0, withscores=True)
+            scores = await self._call(earliest, write=False)
         except UnknownPromise:  # closed
             return
-        except RedisError:
-            log.exception("could not sweep the promise store")
-            scores = []
+        except StoreUnavailable:  # said once; try again a little later
+            self._sweeper.at(self._clock() + self._retry_after)
+            return
         if scores and not self._closed:
             self._sweeper.at(float(scores[0][1]))
+
+
+def _succeeded(task: asyncio.Task[None]) -> bool:
+    """Whether a done task ended without an exception (reading it, if it had one)."""
+    return not task.cancelled() and task.exception() is None
+
+
+def _where(url: str) -> str:
+    """Where ``url`` points, without its credentials: what the log may say."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"

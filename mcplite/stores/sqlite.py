@@ -33,6 +33,15 @@ How things reach other processes, with no server to push them:
   this store's running rows the same way at once and deletes its owner rows;
   ``sweep`` deletes the rows of lapsed owners (no row reads as lapsed).
 
+**Faults.**  Every call runs on the file the path names now: a file deleted or
+replaced is noticed at the next call and the path opened again (a new file; the
+old one's promises are gone, and the cancel poll stops this process's calls
+whose records went).  A call that fails because the file is locked for longer
+than :data:`LOCK_TIMEOUT`, read-only, full or cannot be opened raises
+:class:`~mcplite.core.errors.StoreUnavailable` (logged once each way, see
+:class:`~mcplite.core.promises.Outage`), and drops the connection unless it
+was a lock, so the next call opens the file again: the store recovers by itself.
+
 All SQLite calls run in one worker thread per store, in the order they were
 made; the event loop only waits for their results.
 """
@@ -40,6 +49,7 @@ made; the event loop only waits for their results.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -52,10 +62,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core.envelope import Result
-from ..core.errors import MCPLiteError, PromiseTableFull, UnknownPromise
+from ..core.errors import MCPLiteError, PromiseTableFull, StoreUnavailable, UnknownPromise
 from ..core.promises import (
     DEFAULT_LEASE,
     CancelListener,
+    Outage,
     ProcessSide,
     PromiseRecord,
     PromiseStatus,
@@ -64,7 +75,7 @@ from ..core.promises import (
 )
 from .records import dump_error, dump_progress, dump_result, load_error, load_progress, load_result
 
-__all__ = ["CANCEL_POLL", "SQLiteStore"]
+__all__ = ["CANCEL_POLL", "LOCK_TIMEOUT", "SQLiteStore"]
 
 log = logging.getLogger("mcplite.stores.sqlite")
 
@@ -75,6 +86,11 @@ WAIT_POLL_FIRST, WAIT_POLL_MAX = 0.02, 0.25
 #: While anything waits, how often the store asks SQLite whether another process
 #: committed (``PRAGMA data_version``: one call, no table read), to wake the waiters.
 WATCH_EVERY = 0.005
+#: Seconds a write waits for another connection's lock before the store counts as
+#: unavailable (a write of another mcplite process holds it for milliseconds).
+LOCK_TIMEOUT = 10.0
+#: SQLite's result codes for a lock held elsewhere: the connection itself is fine.
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 T = TypeVar("T")
 
@@ -109,6 +125,12 @@ _LOSE = (
     "(SELECT 1 FROM owners WHERE owners.owner = promises.owner AND lease_until > ?)"
 )
 _CHUNK = 500  # ids per IN (...) query, far below SQLite's variable limit
+
+
+def _is_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file cannot be used now (locked, read-only, full,
+    gone, not a database) rather than a bug of ours."""
+    return isinstance(exc, sqlite3.OperationalError | OSError) or type(exc) is sqlite3.DatabaseError
 
 
 def _record(row: tuple[Any, ...]) -> PromiseRecord:
@@ -159,6 +181,8 @@ class SQLiteStore:
         self._renewed = 0.0  # loop time of the last renewal of their leases
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mcplite-sqlite")
         self._db: sqlite3.Connection | None = None
+        self._identity = (0, 0)  # (device, inode) of the file self._db has open
+        self._outage = Outage(log, f"promise store {self.path}", retry_after)
         self._closed = False
         self._side = ProcessSide()
         self._expiries: deque[float] = deque()  # of the records created here, in order
@@ -171,28 +195,86 @@ class SQLiteStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable enough, far faster
-            db.executescript(_SCHEMA)
+            db = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable enough, far faster
+                db.executescript(_SCHEMA)
+                found = os.stat(self.path)
+            except BaseException:
+                db.close()
+                raise
+            self._identity = (found.st_dev, found.st_ino)
             self._db = db
         return self._db
 
+    def _reset(self) -> None:
+        """Drop the connection; the next call opens the file again.  (A connection
+        that met a read-only or missing file stays read-only, even once the file
+        is writable again.)"""
+        db, self._db = self._db, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+    def _check_file(self) -> None:
+        """Open the path again when it names another file than the one open: it
+        was deleted or replaced.  (Writing on to a deleted file would lose every
+        write, and its leftover WAL would stop the other processes' new file.)"""
+        if self._db is None:
+            return
+        try:
+            found = os.stat(self.path)
+            same = (found.st_dev, found.st_ino) == self._identity
+        except OSError:
+            same = False
+        if not same:
+            log.warning(
+                "promise store file %s was deleted or replaced; opening it again "
+                "(the promises it held are gone)",
+                self.path,
+            )
+            self._reset()
+
+    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the file the path names now; a connection that failed
+        for anything but another's lock is dropped, so the next call opens the
+        file again (the store recovers by itself)."""
+        self._check_file()
+        try:
+            return fn(*args)
+        except Exception as exc:
+            if _is_fault(exc) and getattr(exc, "sqlite_errorcode", None) not in _BUSY:
+                self._reset()
+            raise
+
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the worker thread; raises :class:`StoreUnavailable`
+        while the file cannot be used, :class:`UnknownPromise` once closed."""
         if self._closed:
             raise UnknownPromise()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
+        write = fn == self._in_write
+        try:
+            out = await loop.run_in_executor(self._executor, self._guarded, fn, *args)
+        except Exception as exc:
+            if _is_fault(exc):
+                raise self._outage.failed(exc, write=write) from exc
+            raise
+        self._outage.ok(write=write)
+        return out
 
     def _in_write(self, fn: Callable[..., T], *args: Any) -> T:
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")  # one writer at a time across processes
         try:
             out = fn(db, *args)
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # a failed COMMIT may have rolled back already
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
         return out
 
     def _sweep_sql(self, db: sqlite3.Connection, now: float) -> tuple[int, list[bytes]]:
@@ -224,6 +306,9 @@ class SQLiteStore:
         )
         db.execute(_RENEW, (record.owner, now + self.lease))
         return True, stopped
+
+    def _room_sql(self) -> bool:
+        return self._count(self._connect()) < self._max
 
     def _has_room_sql(self, db: sqlite3.Connection, now: float) -> tuple[bool, list[bytes]]:
         if self._count(db) < self._max:
@@ -305,8 +390,7 @@ class SQLiteStore:
         try:
             self._in_write(resolve)
         finally:
-            self._db.close()
-            self._db = None
+            self._reset()
 
     # -- the Protocol -----------------------------------------------------------------
 
@@ -328,6 +412,8 @@ class SQLiteStore:
         return record
 
     async def has_room(self) -> bool:
+        if await self._run(self._room_sql):  # a read: no lock, and says nothing of writes
+            return True
         room, stopped = await self._run(self._in_write, self._has_room_sql, self._clock())
         self._side.stopped(stopped)
         return bool(room)
@@ -337,19 +423,26 @@ class SQLiteStore:
     ) -> None:
         if self._closed:
             return
+        try:
+            result_text = None if result is None else dump_result(result)
+            error_text = None if error is None else dump_error(error)
+            await self._run(
+                self._in_write, self._set_status, promise_id, _DONE, result_text, error_text
+            )
+        except StoreUnavailable:
+            raise  # still ours: its lease is renewed until it is stored
+        except BaseException:
+            self._side.mine.discard(promise_id)
+            raise
         self._side.mine.discard(promise_id)
-        result_text = None if result is None else dump_result(result)
-        error_text = None if error is None else dump_error(error)
-        status = PromiseStatus.DONE.value
-        await self._run(
-            self._in_write, self._set_status, promise_id, status, result_text, error_text
-        )
         self._side.waiters.wake(promise_id)
 
     def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
         # Queued on the worker thread: it runs before any later call of this store.
         if not self._closed:
-            self._executor.submit(self._progress_sql, promise_id, dump_progress(progress))
+            self._executor.submit(
+                self._guarded, self._progress_sql, promise_id, dump_progress(progress)
+            )
 
     async def get(self, promise_id: bytes) -> PromiseRecord:
         record = await self._run(self._get_sql, promise_id)
@@ -410,6 +503,15 @@ class SQLiteStore:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, self._close_sql, mine, list(self._owners))
+        except Exception as exc:
+            if not _is_fault(exc):
+                raise
+            # The other processes resolve them when their lease lapses.
+            log.warning(
+                "promise store %s unavailable on close (%s): its running promises end as lost",
+                self.path,
+                exc,
+            )
         finally:
             self._executor.shutdown(wait=True)
             if self._tmp is not None:
@@ -436,6 +538,8 @@ class SQLiteStore:
                 self._side.waiters.wake_all()
         except UnknownPromise:  # closed meanwhile
             return
+        except StoreUnavailable:  # said once; each wait reads its record: its caller hears
+            self._side.waiters.wake_all()
 
     def _data_version(self) -> int:
         row = self._connect().execute("PRAGMA data_version").fetchone()
@@ -461,6 +565,8 @@ class SQLiteStore:
                 stop = await self._run(self._ended_sql, watched)
             except UnknownPromise:  # closed meanwhile
                 return
+            except StoreUnavailable:  # said once; renewed and read again once it is back
+                continue
             except sqlite3.Error:
                 log.exception("could not renew leases or read cancel flags in %s", self.path)
                 continue
@@ -481,6 +587,8 @@ class SQLiteStore:
             await self.sweep()
         except UnknownPromise:  # closed
             return
+        except StoreUnavailable:  # said once; the next expiry, or a full table, sweeps
+            pass
         except sqlite3.Error:
             log.exception("could not sweep %s", self.path)
         self._schedule_sweep()

@@ -48,7 +48,7 @@ from grpclib.encoding.base import StatusDetailsCodecBase
 from grpclib.metadata import encode_grpc_message
 from grpclib.server import Stream
 
-from ...core.errors import MCPLiteError, RateLimited, ToolNotFound
+from ...core.errors import MCPLiteError, RateLimited, StoreUnavailable, ToolNotFound
 from ...core.wire import ERROR_DATA_KEY
 from ...protocols.protobuf import ErrorInfo, encode_rpc_status
 
@@ -116,6 +116,8 @@ class StatusSender:
             message = f"Tool not found: {err.name}"
         if isinstance(err, RateLimited):
             stream._mcplite_reason = "rate_limited"  # type: ignore[attr-defined]  # for metrics
+        elif isinstance(err, StoreUnavailable):  # UNAVAILABLE, as HTTP's 503: not a drain
+            stream._mcplite_reason = "overloaded"  # type: ignore[attr-defined]
         await self.status(
             stream, Status(err.grpc_status), message, _reason(type(err).__name__), err.data
         )

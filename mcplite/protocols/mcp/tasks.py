@@ -31,7 +31,14 @@ from typing import Any
 from ...core.context import RequestContext, binding_of
 from ...core.dispatch import Dispatcher, start_task
 from ...core.envelope import Result
-from ...core.errors import ExpiredToken, InvalidParams, InvalidToken, MCPLiteError, UnknownPromise
+from ...core.errors import (
+    ExpiredToken,
+    InvalidParams,
+    InvalidToken,
+    MCPLiteError,
+    StoreUnavailable,
+    UnknownPromise,
+)
 from ...core.outcomes import Elicitation, Failure, InputRequired, Promised
 from ...core.wire import iso_timestamp
 from ..requests import Request
@@ -281,6 +288,8 @@ class TaskTable:
             result = await self.dispatcher.redeem(task.token, 0, task.context)
         except TOKEN_ERRORS:
             raise  # its promise is gone (expired, or unknown here)
+        except StoreUnavailable:
+            raise  # for now: the task goes on, and is asked about again
         except MCPLiteError as exc:  # the call ended in a protocol error
             self._ended(task, exc)
             return task.status
