@@ -26,6 +26,7 @@ from typing import Any
 
 from .._version import __version__
 from ..core.config import GROUPS, PROCESS, Config, flags, positive_int
+from .exits import leave_stuck_threads
 from .loading import DEFAULT_ATTR, load_served
 from .logs import setup_logging
 from .serve import ServeError, serve
@@ -183,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(
                 serve(served.tools, config, prompts=served.prompts, resources=served.resources)
             )
+            leave_stuck_threads(0)
         elif args.command == "stdio":
             from ..bindings.stdio import take_stdio
             from .serve import serve_stdio
@@ -199,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     resources=served.resources,
                 )
             )
+            leave_stuck_threads(0)
     except (CliError, ServeError) as exc:
         print(f"mcplite: error: {exc}", file=sys.stderr)
         return exc.status

@@ -18,11 +18,18 @@ the kernel spreads new connections over them.  The supervisor:
   temporary directory it removes at exit (``memory://`` is refused: a promise made
   by one worker could not be redeemed through another);
 - says ``serving N tools on ...`` once, when every worker listens;
-- restarts a worker that dies, after a backoff (0.5 s doubling up to 10 s, back
-  to 0.5 s once a worker has stayed up 30 s), and logs how it ended;
+- stops everything when a worker ends before it listens at the first start, with
+  that worker's exit status;
+- restarts a worker that dies later, after a backoff (0.5 s doubling up to 10 s,
+  back to 0.5 s once a worker has stayed up 30 s), and logs how it ended; a
+  replacement that fails before it listens is retried on the same backoff;
 - on SIGINT/SIGTERM sends SIGTERM to every worker (each drains within
   ``--grace`` as a single process does), waits ``grace`` + :data:`KILL_MARGIN`
   seconds, kills what is left, and exits 0.
+
+A worker whose supervisor is gone (a pipe only the supervisor holds ends, however
+it ended) stops as on SIGTERM, and ends itself ``grace`` + :data:`KILL_MARGIN`
+seconds later if it still runs.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from multiprocessing.process import BaseProcess
 
 from .._version import __version__
 from ..core.config import Config
+from .exits import leave_stuck_threads
 from .logs import setup_logging
 from .metrics import METRICS, Health, MetricsServer, merge
 from .serve import ServeError, resolve_secret
@@ -328,6 +336,7 @@ class _Supervisor:
         loop = asyncio.get_running_loop()
         loop.remove_reader(process.sentinel)
         process.join(1.0)
+        served = slot.ready is None  # it said it listens (or is being stopped)
         if slot.ready is not None:
             loop.remove_reader(slot.ready.fileno())
             slot.ready.close()
@@ -345,7 +354,12 @@ class _Supervisor:
             return
         delay, slot.backoff = restart_delay(slot.backoff, time.monotonic() - slot.started_at)
         log.warning(
-            "worker %d (pid %s) %s; restarting it in %.1fs", slot.index, process.pid, how, delay
+            "worker %d (pid %s) %s%s; restarting it in %.1fs",
+            slot.index,
+            process.pid,
+            how,
+            "" if served else " before it served",
+            delay,
         )
         slot.restart = loop.call_later(delay, self._start, slot)
 
@@ -422,7 +436,10 @@ def _worker_main(
     ends (the supervisor is gone)."""
     setup_logging(log_level, config.log_format, worker=str(os.getpid()))
     threading.Thread(
-        target=_watch_lifeline, args=(lifeline,), name="mcplite-lifeline", daemon=True
+        target=_watch_lifeline,
+        args=(lifeline, config.grace),
+        name="mcplite-lifeline",
+        daemon=True,
     ).start()
     from .loading import load_served
     from .serve import serve
@@ -453,11 +470,19 @@ def _worker_main(
         status = 2
     except KeyboardInterrupt:  # Ctrl-C reached the whole process group before serve()
         status = 0
+    leave_stuck_threads(status)
     sys.exit(status)
 
 
-def _watch_lifeline(lifeline: Connection) -> None:
+def _watch_lifeline(lifeline: Connection, grace: float) -> None:
+    """Stop this worker (SIGTERM) when the supervisor is gone; end it outright
+    ``grace`` + :data:`KILL_MARGIN` seconds later if it still runs (an event loop a
+    tool blocks does not see SIGTERM), as the supervisor would have."""
     with contextlib.suppress(EOFError, OSError):
         lifeline.recv()  # nothing is ever sent: this returns at the supervisor's end
     log.warning("the supervisor is gone: stopping")
     os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace + KILL_MARGIN)  # a bound, as the supervisor's own: nothing to wait on
+    log.warning("still running %gs after the supervisor went: exiting", grace + KILL_MARGIN)
+    logging.shutdown()
+    os._exit(1)
