@@ -376,7 +376,8 @@ def test_workers_of_a_killed_supervisor_exit_within_grace_and_the_margin_whateve
     """SIGKILL of the supervisor while one worker runs a sync tool that never returns
     and the other's event loop is blocked by a tool: the first drains and leaves
     without its stuck thread, the second is ended by its own watchdog; no process of
-    the service is left, and the port is free."""
+    the service is left, the port is free, and the supervisor's private promise
+    directory is gone (the last worker out removes it)."""
     with (
         two_workers(tools_path) as server,
         ThreadPoolExecutor(2) as pool,
@@ -386,7 +387,8 @@ def test_workers_of_a_killed_supervisor_exit_within_grace_and_the_margin_whateve
         family = children(server.proc.pid)  # the workers and multiprocessing's tracker
         assert {first, second} <= set(family)
         cleanup.callback(kill_left, family)  # should this test fail: no orphan outlives it
-        cleanup.callback(remove_private_store, server)  # a killed supervisor leaves it
+        private = private_store(server)
+        cleanup.callback(shutil.rmtree, private, True)  # should this test fail
         in_thread, in_loop = conns_to(server, (first, second))
         cleanup.callback(in_thread.close)
         cleanup.callback(in_loop.close)
@@ -420,16 +422,18 @@ def test_workers_of_a_killed_supervisor_exit_within_grace_and_the_margin_whateve
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind(("127.0.0.1", port))
                 sock.listen()
+        assert not private.exists(), sorted(private.iterdir())
 
 
-def remove_private_store(server: ServeProcess) -> None:
-    """Remove the supervisor's private promise directory, which it could not."""
+def private_store(server: ServeProcess) -> Path:
+    """The supervisor's private promise directory, as its log names it."""
     found = re.search(r"promises in sqlite:///(.*)/promises\.db", "\n".join(server.lines))
     assert found, server.lines
     directory = Path(found.group(1))
     assert directory.parent == Path(tempfile.gettempdir()), directory
     assert directory.name.startswith("mcplite-workers-"), directory
-    shutil.rmtree(directory, ignore_errors=True)
+    assert directory.is_dir()
+    return directory
 
 
 def kill_left(pids: dict[int, str]) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import fcntl
 import logging
 import multiprocessing
 import os
@@ -126,7 +127,8 @@ def run_workers(target: str, config: Config, workers: int, *, log_level: str) ->
             "the supervisor",
         )
         shared = reserved if inherit else None
-        return asyncio.run(_Supervisor(target, config, workers, log_level, shared).run())
+        supervisor = _Supervisor(target, config, workers, log_level, shared, private_dir)
+        return asyncio.run(supervisor.run())
     finally:
         for sock in reserved.values():
             sock.close()
@@ -202,9 +204,11 @@ class _Supervisor:
         workers: int,
         log_level: str,
         sockets: dict[str, socket.socket] | None,
+        private_dir: str | None = None,
     ) -> None:
         self.target = target
         self.sockets = sockets
+        self.private_dir = private_dir
         self.config = config
         self.log_level = log_level
         self.context = multiprocessing.get_context("spawn")
@@ -290,7 +294,15 @@ class _Supervisor:
         slot.metrics_url = None
         process = self.context.Process(
             target=_worker_main,
-            args=(self.target, config, self.log_level, send, self.lifeline, self.sockets),
+            args=(
+                self.target,
+                config,
+                self.log_level,
+                send,
+                self.lifeline,
+                self.sockets,
+                self.private_dir,
+            ),
             name=f"mcplite-worker-{slot.index}",
         )
         process.start()
@@ -429,15 +441,18 @@ def _worker_main(
     ready: Connection,
     lifeline: Connection,
     sockets: dict[str, socket.socket] | None,
+    private_dir: str | None,
 ) -> None:
     """A worker process: :func:`mcplite.ops.serve.serve` on ports shared with SO_REUSEPORT
     (or on the listening ``sockets`` the supervisor handed it), telling the supervisor
     through ``ready`` once it listens, and stopping as on SIGTERM when ``lifeline``
-    ends (the supervisor is gone)."""
+    ends (the supervisor is gone; the last worker out then removes the supervisor's
+    ``private_dir``, which the supervisor no longer can)."""
     setup_logging(log_level, config.log_format, worker=str(os.getpid()))
+    private = _PrivateDir(private_dir)
     threading.Thread(
         target=_watch_lifeline,
-        args=(lifeline, config.grace),
+        args=(lifeline, config.grace, private),
         name="mcplite-lifeline",
         daemon=True,
     ).start()
@@ -470,19 +485,57 @@ def _worker_main(
         status = 2
     except KeyboardInterrupt:  # Ctrl-C reached the whole process group before serve()
         status = 0
+    private.leave()
     leave_stuck_threads(status)
     sys.exit(status)
 
 
-def _watch_lifeline(lifeline: Connection, grace: float) -> None:
+class _PrivateDir:
+    """The supervisor's private promise directory, as a worker holds it: a shared lock
+    on a file in it while the worker runs.  A supervisor that ends normally removes
+    the directory itself; one that was killed cannot, so each worker that outlived it
+    tries, on its way out, for the lock alone, and the one that gets it (the last
+    out) removes the directory."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.orphaned = False  # set when the supervisor is gone
+        self.fd: int | None = None
+        self.lock = threading.Lock()  # the main thread and the lifeline's may both leave
+        if path is not None:
+            self.fd = os.open(os.path.join(path, "workers.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_SH)
+
+    def leave(self) -> None:
+        """Let go of the lock, removing the directory first when this is the last
+        worker out after the supervisor went."""
+        with self.lock:
+            fd, self.fd = self.fd, None
+        if fd is None:
+            return
+        try:
+            if self.orphaned and self.path is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return  # another worker still runs: it removes the directory
+                shutil.rmtree(self.path, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def _watch_lifeline(lifeline: Connection, grace: float, private: _PrivateDir) -> None:
     """Stop this worker (SIGTERM) when the supervisor is gone; end it outright
     ``grace`` + :data:`KILL_MARGIN` seconds later if it still runs (an event loop a
     tool blocks does not see SIGTERM), as the supervisor would have."""
     with contextlib.suppress(EOFError, OSError):
         lifeline.recv()  # nothing is ever sent: this returns at the supervisor's end
     log.warning("the supervisor is gone: stopping")
+    private.orphaned = True
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(grace + KILL_MARGIN)  # a bound, as the supervisor's own: nothing to wait on
     log.warning("still running %gs after the supervisor went: exiting", grace + KILL_MARGIN)
+    private.leave()
     logging.shutdown()
     os._exit(1)
