@@ -21,10 +21,16 @@ the 2025 revision (``initialize``, ``ping``, ...).
   ``notifications/*/list_changed`` it asked for, until the client cancels it
   (``notifications/cancelled`` with its id) or the server stops (a final
   ``resultType: complete`` result).
-- A line that is not JSON gets a -32700 error with id null; a line longer than
-  ``max_body_size`` a -32600 error; either way the server reads on.
-- End of stdin, or SIGINT/SIGTERM: stop reading, give the requests in flight
-  ``grace`` seconds, answer what is left with a shutting-down error, exit.
+- A line that is not JSON (an empty one included) gets a -32700 error with id
+  null; a line longer than ``max_body_size`` a -32600 error, and no more than
+  about twice that is ever held of it; either way the server reads on.
+- Backpressure: while the client is not reading stdout, stdin is not read (its
+  end included).
+- SIGINT/SIGTERM: stop reading, give the requests in flight ``grace`` seconds,
+  answer what is left with a shutting-down error, exit.  End of stdin is how an
+  MCP client shuts its server down (it sends SIGTERM 2 seconds later): the
+  requests in flight get :data:`~mcplite.core.config.STDIN_EOF_GRACE` seconds at
+  most.  A closed stdout: they are cancelled at once (nobody can read the answers).
 
 :func:`take_stdio` moves the protocol off file descriptors 0 and 1 before the
 tools are imported: a ``print()`` in a tool (or a program it starts) lands on
@@ -46,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._version import __version__
-from ..core.config import Config
+from ..core.config import STDIN_EOF_GRACE, Config
 from ..core.context import RequestContext
 from ..core.errors import (
     InternalError,
@@ -151,7 +157,12 @@ class StdioServer:
         reading = waits[0]
         if not reading.cancelled() and reading.exception() is not None:
             log.error("reading stdin failed", exc_info=reading.exception())
-        await self.drain(self.config.grace)
+        grace = self.config.grace
+        if output.lost.is_set():
+            grace = 0.0  # nobody can read the answers
+        elif not reading.cancelled():  # the end of stdin
+            grace = min(grace, STDIN_EOF_GRACE)
+        await self.drain(grace)
 
     async def drain(self, grace: float) -> None:
         """Give the requests in flight ``grace`` seconds, then cancel the rest
@@ -179,7 +190,7 @@ class StdioServer:
             try:
                 line = await reader.readuntil(b"\n")
             except asyncio.IncompleteReadError as end:
-                if end.partial.strip() and not skipping:
+                if end.partial and not skipping:
                     await self._received(end.partial)  # the last line had no newline
                 return
             except asyncio.LimitOverrunError as long:
@@ -192,11 +203,17 @@ class StdioServer:
                 continue
             if skipping:
                 skipping = False  # the end of the long line
-            elif line.strip():
+            else:
                 await self._received(line)
+                # Let the request just started run before the next line is read: a
+                # client that writes many at once would otherwise fill
+                # max_concurrent_calls with requests that each take a moment.
+                await asyncio.sleep(0)
 
     async def _received(self, line: bytes) -> None:
         try:
+            if not line.strip():
+                raise ParseError("Parse error: an empty line (one JSON-RPC message per line)")
             message = decode(line)
         except ParseError as exc:
             self._send(_error(None, exc))

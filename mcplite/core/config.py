@@ -29,6 +29,7 @@ __all__ = [
     "LOG_FORMATS",
     "LOOPBACK_ADDRESSES",
     "LOOPBACK_NAMES",
+    "STDIN_EOF_GRACE",
     "Config",
     "Flag",
     "address",
@@ -49,6 +50,11 @@ LOOPBACK_ADDRESSES: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 #: of :attr:`Config.mcp_allowed_hosts`.
 LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
+
+#: Seconds stdio's requests in flight get once stdin has ended (``grace``, if
+#: shorter): enough for quick calls piped in (``printf ... | mcplite stdio``), short
+#: of the 2 seconds an MCP client waits after closing stdin before it sends SIGTERM.
+STDIN_EOF_GRACE: Final = 0.25
 
 #: ``--log-format``: text lines, or one JSON object per line (mcplite.ops.logs).
 LOG_FORMATS: Final[tuple[str, ...]] = ("text", "json")
@@ -402,7 +408,8 @@ class Config:
     grace: float = _option(
         10.0,
         Flag(
-            "seconds in-flight calls get after SIGINT/SIGTERM (stdio: also once stdin closes)",
+            "seconds in-flight calls get after SIGINT/SIGTERM (stdio: at most "
+            f"{STDIN_EOF_GRACE} once stdin closes)",
             PROCESS,
             SERVE_AND_STDIO,
             metavar="S",
