@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._version import __version__
-from ..core.config import GROUPS, PROCESS, Config, flags, positive_int
+from ..core.config import GROUPS, PROCESS, STDIN_EOF_GRACE, Config, flags, positive_int
 from .exits import leave_stuck_threads
 from .loading import DEFAULT_ATTR, load_served
 from .logs import setup_logging
@@ -201,7 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     resources=served.resources,
                 )
             )
-            leave_stuck_threads(0)
+            # Not 1 s: a host that closed stdin sends SIGTERM 2 s later.
+            leave_stuck_threads(0, STDIN_EOF_GRACE)
     except (CliError, ServeError) as exc:
         print(f"mcplite: error: {exc}", file=sys.stderr)
         return exc.status
