@@ -11,7 +11,7 @@ or a half-close (``SHUT_WR``, then reading to the end).
 After each abandonment the server must be as it was: no task left and no call
 slot held (``RunningServer.settle``), no connection, no promise still running
 that nobody can reach, and, once garbage is collected and the loop has turned,
-no ERROR from asyncio (an unretrieved task exception), grpclib or mcplite
+no ERROR from asyncio (an unretrieved task exception), grpclib, uvicorn or mcplite
 (besides the one line of a tool that raised, which is the server's to log).
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import http.client
 import json
 import logging
 import queue
@@ -28,7 +29,7 @@ import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from conftest import (
@@ -38,7 +39,7 @@ from conftest import (
     make_config,
     run_in_thread,
 )
-from sse_client import Head, RawHttp, connect
+from sse_client import Head, RawHttp, connect, request_bytes
 
 from mcplite import (
     Config,
@@ -54,6 +55,9 @@ from mcplite.bindings.http import HttpServer
 from mcplite.core.errors import UnknownPromise
 from mcplite.protocols.mcp.protocol import CAPABILITIES_KEY, VERSION_KEY
 
+#: Where a client leaves a stream whose tool says something, then is held: also
+#: after its first event, and once the tool waits (on the gate) mid-stream.
+HELD_POINTS = ("before-head", "after-head", "after-first", "held")
 #: How a client leaves: FIN, RST, or FIN while it goes on reading.
 HOWS = ("fin", "reset", "half-close")
 #: Where a client leaves a stream that answers at once: before reading anything,
@@ -268,9 +272,9 @@ def start(probe: Probe, *, grpc: bool = False, **overrides: Any) -> RunningServe
 
 
 class Heard(logging.Handler):
-    """Every record at ERROR or above from asyncio, grpclib and mcplite."""
+    """Every record at ERROR or above from asyncio, grpclib, mcplite and uvicorn."""
 
-    NAMES = ("asyncio", "grpclib", "mcplite")
+    NAMES = ("asyncio", "grpclib", "mcplite", "uvicorn")
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -308,23 +312,65 @@ async def collected() -> None:
         await asyncio.sleep(0)  # loop turns: the exception handler's calls run
 
 
-def assert_released(server: RunningServer, baseline: set[asyncio.Task[Any]], heard: Heard) -> None:
+class Target(Protocol):
+    """A server under test, as the checks see it (``conftest.RunningServer``, or
+    an ASGI server's stand-in)."""
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    def run(self, coro: Any) -> Any: ...
+
+    def tasks(self) -> set[asyncio.Task[Any]]: ...
+
+    def settle(self, baseline: set[asyncio.Task[Any]], timeout: float) -> list[str]: ...
+
+    def http_connections(self) -> int: ...
+
+
+def assert_released(server: Target, baseline: set[asyncio.Task[Any]], heard: Heard) -> None:
     """No task beyond ``baseline``, no call, connection or running promise left;
     nothing heard at ERROR so far but a tool's own failure."""
-    assert server.settle(baseline, WAIT) == []
-    assert server.http_connections() == 0
-    assert server.run(store_of(server.dispatcher).running()) == []
-    assert heard.unexpected() == []
+    left = server.settle(baseline, WAIT)
+    assert left == [], left
+    # A connection closed in the last loop turn goes in the next: a bounded poll.
+    deadline = time.monotonic() + WAIT
+    while server.http_connections() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert server.http_connections() == 0, "connections left open"
+    running = server.run(store_of(server.dispatcher).running())
+    assert running == [], f"{len(running)} promises left running"
+    unexpected = heard.unexpected()
+    assert unexpected == [], unexpected
 
 
-def assert_quiet(server: RunningServer, heard: Heard) -> None:
+def assert_quiet(server: Target, heard: Heard) -> None:
     """Once garbage is collected and the loop has turned, still nothing heard at
     ERROR but a tool's own failure (a test's last check: collecting takes a while)."""
     server.run(collected())
-    assert heard.unexpected() == []
+    unexpected = heard.unexpected()
+    assert unexpected == [], unexpected
 
 
 # --- a client that leaves -----------------------------------------------------------
+
+
+def taken_in(port: int) -> None:
+    """One request on a new connection, answered at once (``404``) and read to its
+    end: a connection made before it has been accepted and its bytes read by
+    now (one loop takes connections and their bytes in order), so that a check
+    after a client that left before any answer sees what it left."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    try:
+        conn.request("POST", "/nowhere", body=b"{}", headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 404, response.status
+    finally:
+        conn.close()
 
 
 def leave(sock: socket.socket, how: str) -> None:
@@ -403,7 +449,105 @@ def post_and_leave(port: int, data: bytes, point: str, how: str) -> list[str] | 
                 said = outcome(head, reader)
     finally:
         leave(sock, how)
+    if point == "before-head":
+        taken_in(port)
     return said
+
+
+def each_way(
+    server: Target,
+    probe: Probe,
+    heard: Heard,
+    request: bytes,
+    expected: list[str],
+) -> None:
+    """Send ``request`` once per point and way of leaving; the whole answer is
+    ``expected`` (when read), and nothing is left behind each time."""
+    baseline = server.tasks()
+    for point in POINTS:
+        for how in HOWS:
+            said = post_and_leave(server.port, request, point, how)
+            assert said is None or said == expected, (point, how)
+            assert probe.all_finished(), (point, how)
+            try:
+                assert_released(server, baseline, heard)
+            except AssertionError as exc:
+                raise AssertionError(f"left at {point} by {how}: {exc}") from None
+    assert_quiet(server, heard)
+
+
+def open_and_leave(
+    server: Target,
+    probe: Probe,
+    request: bytes,
+    point: str,
+    how: str,
+    *,
+    made: queue.Queue[bytes] | None = None,
+) -> list[str]:
+    """Send ``request`` (a stream whose tool says something, then is held) and leave at
+    ``point`` (see :data:`HELD_POINTS`), once the call is a promise if ``made``
+    (a :class:`WatchedStore`'s) is given; the events read of it."""
+    probe.forget()
+    sock = connect(server.port, WAIT)
+    said: list[str] = []
+    try:
+        sock.sendall(request)
+        if point != "before-head":
+            reader = RawHttp(sock)
+            head = reader.read_head()
+            assert head.status == 200, head
+            if point != "after-head":
+                first = next(reader.events(head))
+                said.append(first.event)
+                if point == "held":
+                    probe.held()
+        if made is not None:
+            made.get(timeout=WAIT)
+    finally:
+        leave(sock, how)
+    if point == "before-head":
+        taken_in(server.port)
+    return said
+
+
+def sse(path: str, message: dict[str, Any], headers: dict[str, str] | None = None) -> bytes:
+    """A request that takes only an event stream, byte for byte."""
+    return request_bytes(path, message, headers={**SSE_ONLY, **(headers or {})})
+
+
+def sealed_unknown(server: Target) -> str:
+    """A token this server sealed, for a promise its store never made."""
+    return server.dispatcher.sealer.seal(b"\x01" * 16, time.time() + 60)
+
+
+#: MCP-lite calls answered with an error (the tool, its arguments, the whole answer).
+LITE_ERRORS: dict[str, tuple[str, dict[str, Any] | None, list[str]]] = {
+    "forged-token": ("redeem", {"promise": "prom_forged"}, ["error -32602 invalid"]),
+    "unknown-promise": ("redeem", None, ["error -32602 unknown"]),
+    "unknown-tool": ("no_such_tool", {}, ["json error -32601"]),
+    "invalid-arguments": ("echo", {"text": 5}, ["json error -32602"]),
+    "raises-before-its-first-part": ("raises_first", {}, ["error -32603"]),
+    "raises-mid-stream": ("raises_mid", {}, ["message", "error -32603"]),
+}
+
+
+def mcp_request(
+    revision: str, name: str, arguments: dict[str, Any], **params: Any
+) -> tuple[bytes, dict[str, Any]]:
+    message, headers = mcp_call(revision, name, arguments)
+    message["params"].update(params)
+    return sse("/mcp", message, headers), message
+
+
+#: MCP calls answered with an error, or an error result, on an SSE answer.
+MCP_ERRORS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
+    "forged-token": ("redeem", {"promise": "prom_forged"}, ["error -32602"]),
+    "unknown-tool": ("no_such_tool", {}, ["error -32602"]),
+    "invalid-arguments": ("echo", {"text": 5}, ["isError"]),
+    "raises-at-once": ("raises_first", {}, ["isError"]),
+    "raises-after-progress": ("raises_after_progress", {}, ["notifications/progress", "isError"]),
+}
 
 
 def modern_call(

@@ -18,35 +18,41 @@ import asyncio
 import json
 import logging
 import socket
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from abandon_support import (
+    HELD_POINTS,
     HOWS,
     LEGACY,
+    LITE_ERRORS,
+    MCP_ERRORS,
     MODERN,
-    POINTS,
-    SSE_ONLY,
     Heard,
     Probe,
     assert_quiet,
     assert_released,
     at_eof,
+    each_way,
     heard,
     leave,
     mcp_call,
+    mcp_request,
     modern_call,
+    open_and_leave,
     outcome,
     post_and_leave,
+    sealed_unknown,
+    sse,
     start,
     store_of,
 )
 from conftest import BASE, WAIT, RunningServer, call_message
-from sse_client import RawHttp, connect, request_bytes
+from sse_client import RawHttp, connect
 
+from mcplite import PromiseStatus
 from mcplite.protocols.mcp.protocol import TASKS_EXTENSION
 
 __all__ = ["heard"]  # the fixture, used by name
@@ -69,30 +75,6 @@ def server(probe: Probe) -> Iterator[RunningServer]:
         running.stop()
 
 
-def sse(path: str, message: dict[str, Any], headers: dict[str, str] | None = None) -> bytes:
-    """A request that takes only an event stream, byte for byte."""
-    return request_bytes(path, message, headers={**SSE_ONLY, **(headers or {})})
-
-
-def each_way(
-    server: RunningServer,
-    probe: Probe,
-    heard: Heard,
-    request: bytes,
-    expected: list[str],
-) -> None:
-    """Send ``request`` once per point and way of leaving; the whole answer is
-    ``expected`` (when read), and nothing is left behind each time."""
-    baseline = server.tasks()
-    for point in POINTS:
-        for how in HOWS:
-            said = post_and_leave(server.port, request, point, how)
-            assert said is None or said == expected, (point, how)
-            assert probe.all_finished(), (point, how)
-            assert_released(server, baseline, heard)
-    assert_quiet(server, heard)
-
-
 def post_mcp(server: RunningServer, message: dict[str, Any], headers: dict[str, str]) -> int:
     """POST ``message`` to the MCP endpoint with ``http.client``; the status."""
     conn = server.connection()
@@ -106,22 +88,7 @@ def post_mcp(server: RunningServer, message: dict[str, Any], headers: dict[str, 
         conn.close()
 
 
-def sealed_unknown(server: RunningServer) -> str:
-    """A token this server sealed, for a promise its store never made."""
-    return server.dispatcher.sealer.seal(b"\x01" * 16, time.time() + 60)
-
-
 # --- MCP-lite: a stream that answers an error, left at each point ---------------------
-
-
-LITE_ERRORS = {
-    "forged-token": ("redeem", {"promise": "prom_forged"}, ["error -32602 invalid"]),
-    "unknown-promise": ("redeem", None, ["error -32602 unknown"]),
-    "unknown-tool": ("no_such_tool", {}, ["json error -32601"]),
-    "invalid-arguments": ("echo", {"text": 5}, ["json error -32602"]),
-    "raises-before-its-first-part": ("raises_first", {}, ["error -32603"]),
-    "raises-mid-stream": ("raises_mid", {}, ["message", "error -32603"]),
-}
 
 
 @pytest.mark.parametrize("path", ["/calltools", "/rpc"])
@@ -158,11 +125,13 @@ def test_an_anonymous_stream_is_refused_401_and_leaves_nothing_wherever_its_clie
     tokens.write_text("a-token-of-sixteen-chars\n")
     server = start(probe, auth_tokens=str(tokens))
     try:
-        for path in (BASE + "/calltools", "/mcp"):
+        mcp_message, mcp_headers = mcp_call(MODERN, "held", {})
+        calls = [
+            (BASE + "/calltools", call_message("ticks"), {}),
+            ("/mcp", mcp_message, mcp_headers),
+        ]
+        for path, message, headers in calls:
             for authorization in ({}, {"Authorization": "Bearer not-a-known-token"}):
-                message, headers = mcp_call(MODERN, "held", {})
-                if path != "/mcp":
-                    message, headers = call_message("ticks"), {}
                 request = sse(path, message, {**headers, **authorization})
                 each_way(server, probe, heard, request, ["json error -32041"])
         assert probe.started == 0
@@ -171,34 +140,6 @@ def test_an_anonymous_stream_is_refused_401_and_leaves_nothing_wherever_its_clie
 
 
 # --- MCP-lite: a stream held mid-way, left at each point --------------------------------
-
-
-def open_and_leave(
-    server: RunningServer, probe: Probe, request: bytes, point: str, how: str
-) -> list[str]:
-    """Send ``request`` (a stream whose tool says something, then is held) and leave at
-    ``point``: ``before-head``, ``after-head``, ``after-first`` (its first event),
-    or ``held`` (that, and the tool waiting on the gate); what was read of it."""
-    probe.forget()
-    sock = connect(server.port, WAIT)
-    said: list[str] = []
-    try:
-        sock.sendall(request)
-        if point != "before-head":
-            reader = RawHttp(sock)
-            head = reader.read_head()
-            assert head.status == 200, head
-            if point != "after-head":
-                first = next(reader.events(head))
-                said.append(first.event)
-                if point == "held":
-                    probe.held()
-    finally:
-        leave(sock, how)
-    return said
-
-
-HELD_POINTS = ("before-head", "after-head", "after-first", "held")
 
 
 @pytest.mark.parametrize("point", HELD_POINTS)
@@ -217,23 +158,6 @@ def test_a_held_mcplite_stream_stops_its_tool_wherever_its_client_goes(
 
 
 # --- MCP: an SSE answer carrying an error, left at each point ---------------------------
-
-
-def mcp_request(
-    revision: str, name: str, arguments: dict[str, Any], **params: Any
-) -> tuple[bytes, dict[str, Any]]:
-    message, headers = mcp_call(revision, name, arguments)
-    message["params"].update(params)
-    return sse("/mcp", message, headers), message
-
-
-MCP_ERRORS = {
-    "forged-token": ("redeem", {"promise": "prom_forged"}, ["error -32602"]),
-    "unknown-tool": ("no_such_tool", {}, ["error -32602"]),
-    "invalid-arguments": ("echo", {"text": 5}, ["isError"]),
-    "raises-at-once": ("raises_first", {}, ["isError"]),
-    "raises-after-progress": ("raises_after_progress", {}, ["notifications/progress", "isError"]),
-}
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
@@ -362,12 +286,8 @@ def test_a_promised_mcp_call_whose_client_leaves_cancels_its_promise(
     store = store_of(server.dispatcher)
     for how in HOWS:
         request, _ = mcp_request(revision, "promised", {})
-        sock = connect(server.port, WAIT)
-        try:
-            sock.sendall(request)
-            store.made.get(timeout=WAIT)  # the call is a promise now
-        finally:
-            leave(sock, how)
+        said = open_and_leave(server, probe, request, "after-first", how, made=store.made)
+        assert said == ["message"]
         assert probe.all_finished(), how
         assert_released(server, baseline, heard)  # no promise left running
     assert_quiet(server, heard)
@@ -378,16 +298,18 @@ def test_a_task_outlives_the_stream_that_started_it_and_completes(
 ) -> None:
     # With the tasks extension the client holds the taskId: its leaving stops nothing.
     baseline = server.tasks()
-    capabilities = {"extensions": {TASKS_EXTENSION: {}}}
+    capabilities: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
     for how in HOWS:
-        probe.gate.clear()
+        server.call_soon(probe.gate.clear)
         message, headers = modern_call("promised", {}, capabilities=capabilities)
         said = post_and_leave(server.port, sse("/mcp", message, headers), "after-end", how)
         assert said == ["notifications/progress", "result"], how
-        assert server.run(store_of(server.dispatcher).running()) != []
+        store = store_of(server.dispatcher)
+        (task,) = server.run(store.running())
         server.call_soon(probe.gate.set)
         assert probe.all_finished()
         assert_released(server, baseline, heard)
+        assert server.run(store.inner.get(task)).status is PromiseStatus.DONE
     assert_quiet(server, heard)
 
 
@@ -438,7 +360,8 @@ def test_a_redeem_stream_of_a_cancelled_promise_ends_done_and_leaves_nothing(
             reader = RawHttp(sock)
             head = reader.read_head()
             assert head.status == 200
-            assert server.call("cancel", {"promise": token})["result"]["_meta"]
+            cancelled = server.call("cancel", {"promise": token})["result"]
+            assert cancelled["content"] == [{"type": "text", "text": "cancelled"}], cancelled
             events = list(reader.events(head))
             assert [event.event for event in events] == ["done"]
             assert events[0].json()["_meta"]["response_type"] == "failure"
@@ -457,7 +380,7 @@ def test_a_redeem_stream_left_mid_poll_leaves_its_promise_running_for_the_next(
     # nothing; the promise completes, and is redeemable.
     baseline = server.tasks()
     for how in HOWS:
-        probe.gate.clear()
+        server.call_soon(probe.gate.clear)
         token = server.call("promised")["result"]["_meta"]["promise_token"]
         redeem = call_message("redeem", {"promise": token, "wait": WAIT})
         assert post_and_leave(server.port, sse(BASE + "/calltools", redeem), point, how) is None
