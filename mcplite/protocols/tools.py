@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -32,8 +33,16 @@ from ..core.content import text as text_block
 from ..core.context import RequestContext
 from ..core.dispatch import Dispatcher, ToolStream
 from ..core.envelope import Result
-from ..core.errors import InternalError, InvalidArguments, InvalidParams, MCPLiteError, ToolNotFound
-from ..core.outcomes import Elicitation, InputRequired, Promised
+from ..core.errors import (
+    ExpiredToken,
+    InternalError,
+    InvalidArguments,
+    InvalidParams,
+    MCPLiteError,
+    ToolNotFound,
+    UnknownPromise,
+)
+from ..core.outcomes import Elicitation, Failure, InputRequired, Promised
 from ..core.tools import Kind, Tool
 from .mcp.pagination import listed
 from .mcp.protocol import (
@@ -238,13 +247,23 @@ class ToolMethods:
 
     async def _wait(self, token: str, context: RequestContext) -> Result:
         """The outcome of a promise, for a client that cannot take a task.  That
-        client never saw the token: when it leaves, the call is cancelled."""
+        client never saw the token: when it leaves, the call is cancelled; when
+        the promise expires first (the store then stops the call), the call
+        fails, as its own outcome, not as an error about a token the client
+        never sent."""
+        started, t0 = time.time(), time.perf_counter()
         wait = self.dispatcher.config.max_redeem_wait
         try:
             while True:
                 result = await self.dispatcher.redeem(token, wait, context)
                 if not isinstance(result.outcome, Promised):
                     return result
+        except (ExpiredToken, UnknownPromise):
+            failure = Failure(
+                "the call did not finish within the promise TTL and was stopped",
+                reason="expired",
+            )
+            return Result(failure, started, (time.perf_counter() - t0) * 1000)
         except asyncio.CancelledError:
             with contextlib.suppress(MCPLiteError):
                 await self.dispatcher.cancel(token, context)

@@ -562,6 +562,12 @@ class HttpConnection(asyncio.Protocol):
         events = self._events = response.events
         self._streaming = True
         try:
+            if self.conn.trailing_data[1]:
+                # The client half-closed before the stream began (an MCP call that
+                # had said nothing yet): gone, as eof_received decides under a
+                # stream; else a held tool would stream to it until it ends.
+                self._gone = True
+                raise asyncio.CancelledError
             if self.server.streams_closing.is_set():  # started after the grace period ended
                 events.interrupt(ShuttingDown())
             self.status = status = response.status
