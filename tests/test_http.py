@@ -20,11 +20,32 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import pytest
-from conftest import BASE, WAIT, RunningServer, call_message, rpc_message, server_factory
+from conftest import (
+    BASE,
+    WAIT,
+    DelegatingStore,
+    RunningServer,
+    call_message,
+    make_config,
+    rpc_message,
+    run_in_thread,
+    server_factory,
+)
 from http_support import JSON_HEADERS, RECV, assert_still_serving, call_held, echo_on
 from sse_client import RawHttp, connect, read_all, request_bytes
 
-from mcplite import Elicitation, Failure, Field, MoreResources, Tools, __version__
+from mcplite import (
+    ALWAYS,
+    Dispatcher,
+    Elicitation,
+    Failure,
+    Field,
+    MemoryStore,
+    MoreResources,
+    Tools,
+    __version__,
+)
+from mcplite.bindings.http import HttpServer
 
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
@@ -929,3 +950,42 @@ def test_a_barrage_of_malformed_input_leaves_the_server_serving(server: RunningS
             )
     assert_still_serving(server)
     assert server.dispatcher.active == 0
+
+
+def test_a_batch_member_that_hits_a_server_bug_is_a_500_after_every_member_ended() -> None:
+    """A member failing with something no error code covers (here a promise store
+    that raises a plain RuntimeError) is the 500 a single request gets; the batch's
+    other members have ended by then instead of running on, unanswered."""
+
+    class Broken(DelegatingStore):
+        async def create(self, tool: str, owner: str) -> Any:
+            raise RuntimeError("a bug in the store")
+
+    tools = Tools()
+
+    @tools.tool(promise_after=ALWAYS)
+    async def job() -> str:
+        return "never"
+
+    @tools.tool
+    async def work() -> str:
+        await asyncio.sleep(0.2)  # the tool's own work, outlasting the broken member
+        return "worked"
+
+    async def boot() -> tuple[Dispatcher, HttpServer, None]:
+        config = make_config()
+        store = Broken(MemoryStore(ttl=60, max_entries=10))
+        dispatcher = Dispatcher(tools, config, promises=store)
+        http = HttpServer(dispatcher, config)
+        await http.start("127.0.0.1", 0)
+        return dispatcher, http, None
+
+    served = run_in_thread(boot)
+    try:
+        batch = [call_message("work", {}, 1), call_message("job", {}, 2)]
+        status, _, body = served.post("/rpc", batch)
+        assert status == 500, body
+        assert json.loads(body)["error"]["code"] == -32603
+        assert served.dispatcher.active == 0
+    finally:
+        served.stop()

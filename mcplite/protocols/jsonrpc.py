@@ -221,7 +221,16 @@ class JsonRpc:
         if not messages:
             error = InvalidRequest("Invalid request: empty batch")
             return Reply(self.error_bytes(None, error), error)
-        replies = await asyncio.gather(*(self._one(m, context) for m in messages))
+        # Every member ends before the batch does, even when one raised (a server
+        # bug: re-raised below, a 500), so none is left running unanswered.
+        outcomes = await asyncio.gather(
+            *(self._one(m, context) for m in messages), return_exceptions=True
+        )
+        replies: list[Reply] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            replies.append(outcome)
         # Each member encoded alone: one whose result JSON cannot hold becomes
         # an error, and the rest keep their results.
         bodies = [reply.body for reply in replies if reply.body is not None]
