@@ -78,8 +78,11 @@ def census(server: Hostile) -> Counter[str]:
         counts: Counter[str] = Counter()
         for obj in gc.get_objects():
             kind = type(obj)
-            if kind.__module__.startswith(WATCHED):
-                counts[f"{kind.__module__}.{kind.__qualname__}"] += 1
+            # Not every type's __module__ is a string (some extension types give a
+            # descriptor): only the watched modules' own types are counted.
+            module = kind.__dict__.get("__module__")
+            if isinstance(module, str) and module.startswith(WATCHED):
+                counts[f"{module}.{kind.__qualname__}"] += 1
         return counts
 
     counted: Counter[str] = server.run(count())
