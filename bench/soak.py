@@ -340,6 +340,16 @@ class Ended:
     stdio_exit_seconds: float
 
 
+def files_down_to(server: Server, target: int, bound: float) -> int:
+    """The server's open files once they are down to ``target`` (a poll, bounded by
+    ``bound`` seconds: a connection closed after an early error lingers up to 2 s to
+    let its client read the answer), else the count when that time runs out."""
+    deadline = time.monotonic() + bound
+    while (files := server.open_files()) > target and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the process's own descriptors, with a deadline
+    return files
+
+
 def verdict(
     samples: list[Sample],
     warm: int,
@@ -462,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
             for stub in grpc_stubs:
                 stub.close()
             figures = quiet(server, 15)
-            after = (int(figures["mcplite_tasks_alive"]), server.open_files(), figures)
+            files = files_down_to(server, before[1], 5)
+            after = (int(figures["mcplite_tasks_alive"]), files, figures)
             stdio_exit = stdio.close_stdin()
             warm = max(1, len(samples) // 5, int((PROMISE_TTL + 10) / interval))
             ended = Ended(
