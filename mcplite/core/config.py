@@ -246,6 +246,14 @@ class Config:
             repeat=True,
         ),
     )
+    playground: bool = _option(
+        False,
+        Flag(
+            "serve the playground, a page to try the tools in a browser, at GET / "
+            "(on in 'mcplite dev'; see docs/develop.md)",
+            BINDINGS,
+        ),
+    )
     # -- limits --
     page_size: int | None = _option(
         None,

@@ -157,8 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "restarted by this one; more than 1 needs a shared promise store (default: 1)",
             )
     from ..client import cli as client_cli
+    from . import install
 
     client_cli.register(commands)
+    install.register(commands)
     return parser
 
 
@@ -168,6 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..client import cli as client_cli
 
         return client_cli.run(args)
+    if args.command == "install":
+        from . import install
+
+        return install.run(args)
     try:
         config = config_from_args(args)
         setup_logging(args.log_level, config.log_format)

@@ -27,13 +27,15 @@ from .cors import CorsPolicy
 from .endpoints import JsonRpcCalls, PromptsList, ResourceMetadata, ToolsList
 from .hosts import AllowedHosts
 from .mcp_endpoint import McpEndpoint
-from .messages import Request
+from .messages import Request, Response
+from .playground import PAGE_PATH, STATE_PATH, Playground
 from .protected import ProtectedResource
 from .routes import Route, Routes
 
 __all__ = ["HttpSite"]
 
 _POST = (b"POST",)
+_GET = (b"GET", b"HEAD")
 #: What a CORS preflight to the MCP path is told: its GET and DELETE are answered
 #: 405, which a browser shows the page only if the preflight let it ask.
 _MCP_PREFLIGHT = (b"GET", b"POST", b"DELETE")
@@ -78,6 +80,8 @@ class HttpSite:
         self.admission = Admission(self.hosts, cors=self.cors, auth=auth, protected=self.protected)
         mcp = McpServer(dispatcher, prompts=prompts, resources=resources)
         self._mcp = McpEndpoint(dispatcher, config, mcp, protected=self.protected)
+        #: The playground page (None: off); ``mcplite dev`` reports reloads to it.
+        self.playground = Playground(config) if config.playground else None
         self.routes = Routes(self._route_table(prompts))
 
     def _route_table(self, prompts: Prompts | None) -> list[Route]:
@@ -116,7 +120,20 @@ class HttpSite:
                         json_body=False,
                     )
                 )
+        if self.playground is not None:
+            table += self._playground_routes(self.playground)
         return table
+
+    def _playground_routes(self, playground: Playground) -> list[Route]:
+        auth = self.auth is not None
+
+        def state(request: Request) -> Response:
+            return playground.answer_state(request, auth)
+
+        return [
+            Route(path, _GET, answer=answer, public=True, json_body=False, check_host=True)
+            for path, answer in ((PAGE_PATH, playground.answer_page), (STATE_PATH, state))
+        ]
 
     @property
     def mcp(self) -> McpServer:
