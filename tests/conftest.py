@@ -315,7 +315,8 @@ class ServeProcess:
     says where it serves; its stderr lines are collected as they are read.
 
     ``extra_path`` goes first on ``PYTHONPATH`` (see :func:`subprocess_env`);
-    ``fd_limit`` sets the open-file limit (soft, hard) before ``mcplite`` runs.
+    ``fd_limit`` sets the open-file limit (soft, hard) before ``mcplite`` runs;
+    ``command_name`` runs another serving command (``dev``), ``cwd`` another directory.
     Every wait is bounded; a wait that runs out fails the test.
     """
 
@@ -324,6 +325,8 @@ class ServeProcess:
         *args: str,
         extra_path: Path | None = None,
         fd_limit: tuple[int, int] | None = None,
+        command_name: str = "serve",
+        cwd: Path = ROOT,
     ) -> None:
         if fd_limit is None:
             command = [sys.executable, "-m", "mcplite"]
@@ -338,12 +341,12 @@ class ServeProcess:
                 f"sys.argv[0] = 'mcplite'; runpy.run_module('mcplite', run_name='__main__')",
             ]
         self.proc = subprocess.Popen(
-            [*command, "serve", *args],
+            [*command, command_name, *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            cwd=ROOT,
+            cwd=cwd,
             env=subprocess_env(extra_path),
         )
         self.lines: list[str] = []  # every stderr line read so far

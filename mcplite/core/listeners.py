@@ -72,6 +72,12 @@ class Registry(Generic[T]):
         self._listeners.notify()
         return entry
 
+    def replace(self, other: Registry[T]) -> None:
+        """Serve exactly what ``other`` holds from now on, in its order, and say so
+        to the listeners once (a reloaded module's registry: ``mcplite dev``)."""
+        self._entries = dict(other._entries)
+        self._listeners.notify()
+
     def _keep(self, name: str, entry: T) -> T:
         """Serve ``entry`` as ``name`` from now on, and say so to the listeners."""
         self._entries[name] = entry

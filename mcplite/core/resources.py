@@ -183,6 +183,13 @@ class Resources:
         returns the function that stops it."""
         return self._listeners.add(listener)
 
+    def replace(self, other: Resources) -> None:
+        """Serve exactly what ``other`` holds from now on, and say so to the
+        listeners once (a reloaded module's registry: ``mcplite dev``)."""
+        self._resources = dict(other._resources)
+        self._templates = dict(other._templates)
+        self._listeners.notify()
+
     def remove(self, uri: str) -> Resource | ResourceTemplate:
         """Stop serving the resource or template registered at ``uri`` and return
         it; KeyError if none."""

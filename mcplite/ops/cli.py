@@ -57,7 +57,16 @@ SERVER_COMMANDS = {
         "JSON-RPC message per line on stdin and stdout, logs on stderr; exits when stdin "
         f"closes. ATTR defaults to '{DEFAULT_ATTR}'. Example: mcplite stdio mcplite.demo",
     ),
+    "dev": (
+        "serve a module while you write it: reload on change, playground on",
+        "Serve MODULE[:ATTR] as 'serve' does, on loopback, with debug logs, tool errors "
+        "shown to callers and the playground page at http://HOST:PORT/; import it again "
+        "whenever its files (or a --watch path) change, keeping the process and its ports. "
+        "Example: mcplite dev mcplite.demo",
+    ),
 }
+#: The command whose options each server command takes.
+OPTIONS_OF = {"serve": "serve", "stdio": "stdio", "dev": "serve"}
 #: What ``stdio`` serves on: no network at all.
 STDIO_OFF = {"http": None, "grpc": None, "mcp_path": None}
 
@@ -118,8 +127,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
     """The :class:`Config` of a ``serve`` or ``stdio`` command line: the options
     given, and Config's defaults for the rest.  Raises ValueError from Config."""
     given: dict[str, Any] = {}
+    command = OPTIONS_OF.get(args.command, args.command)
     for f, flag in flags():
-        if args.command not in flag.commands:
+        if command not in flag.commands:
             continue
         value = getattr(args, f.name)
         if flag.off is not None and getattr(args, _dest(flag.off[0])):
@@ -140,13 +150,23 @@ def build_parser() -> argparse.ArgumentParser:
     for command, (summary, description) in SERVER_COMMANDS.items():
         sub = commands.add_parser(command, help=summary, description=description)
         sub.add_argument("target", metavar="MODULE[:ATTR]", help="where the Tools registry lives")
-        process = _add_config_options(sub, command)[PROCESS]
+        process = _add_config_options(sub, OPTIONS_OF[command])[PROCESS]
+        level = "debug" if command == "dev" else "info"
         process.add_argument(
             "--log-level",
-            default="info",
+            default=level,
             choices=["debug", "info", "warning", "error"],
-            help="log level (default: info)",
+            help=f"log level (default: {level})",
         )
+        if command == "dev":
+            process.add_argument(
+                "--watch",
+                action="append",
+                default=[],
+                metavar="PATH",
+                help="also reload when a file under PATH changes (repeatable; the module's "
+                "own files are always watched)",
+            )
         if command == "serve":
             process.add_argument(
                 "--workers",
@@ -190,6 +210,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(
                 serve(served.tools, config, prompts=served.prompts, resources=served.resources)
             )
+            leave_stuck_threads(0)
+        elif args.command == "dev":
+            from .dev import Reloader, dev_config, run_dev
+
+            reloader = Reloader.create(args.target, args.watch)
+            asyncio.run(run_dev(reloader, dev_config(config, args.playground)))
             leave_stuck_threads(0)
         elif args.command == "stdio":
             from ..bindings.stdio import take_stdio

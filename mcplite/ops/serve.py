@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from types import EllipsisType
 from typing import Any
 
@@ -24,7 +24,7 @@ from ..core.accel import enabled
 from ..core.config import Config, is_loopback, resolve_secret
 from ..core.dispatch import Dispatcher
 from ..core.middleware import Middleware
-from ..core.promises import PromiseStore
+from ..core.promises import PromiseStore, stop_tasks
 from ..core.prompts import Prompts
 from ..core.resources import Resources
 from ..core.tools import Tools
@@ -221,6 +221,7 @@ async def serve(
     reuse_port: bool = False,
     sockets: dict[str, socket.socket] | None = None,
     announce: Callable[[int, list[str]], None] | None = None,
+    beside: Callable[[Server, asyncio.Event], Coroutine[Any, Any, None]] | None = None,
 ) -> None:
     """Run a :class:`Server` as a process does: until SIGINT/SIGTERM, then shut down
     gracefully (drain every binding within ``config.grace``, close them, close the
@@ -234,7 +235,8 @@ async def serve(
     already bound, listening socket it serves instead of binding its address (the
     workers' fallback where SO_REUSEPORT does not spread connections).  ``announce``,
     when given, is told the tool count and the URLs once every binding listens,
-    instead of the "serving" log line."""
+    instead of the "serving" log line.  ``beside(server, stop)``, when given, runs
+    from then on until the stop (``mcplite dev`` watches files so)."""
     if config.http is None and config.grpc is None:
         raise ServeError("both bindings are off: nothing to serve")
     config = fit_connections_to_fd_limit(config, raise_fd_limit())
@@ -262,7 +264,10 @@ async def serve(
         announce(count, urls)
     else:
         log.info("mcplite %s serving %d tools on %s", __version__, count, " and ".join(urls))
+    companion = asyncio.create_task(beside(server, stop)) if beside is not None else None
     await stop.wait()
+    if companion is not None:
+        await stop_tasks([companion])
     log.info("shutting down: finishing in-flight calls (grace %ss)", config.grace)
     await server.drain(config.grace)
     await server.close()

@@ -1,0 +1,296 @@
+"""``mcplite dev MODULE[:ATTR]``: serve a module while it is being written.
+
+It serves as ``mcplite serve`` does (loopback by default), with debug logging,
+tool errors shown to the caller and the playground page on, and watches the
+module's files (a package: every ``.py`` file under it) and any ``--watch``
+path.  On a change it imports the module again and serves what it holds now,
+in the same process on the same ports: the served registries stay, their
+contents are replaced (MCP clients listening hear ``list_changed``), and calls
+already running finish on the code they started with.  A module that does not
+import keeps the last good one serving; the error is logged with its traceback
+and shown on the playground until a change fixes it.
+
+Watching polls the files' modification times (no dependency); a burst of
+saves is taken as one change once the files have been still for a moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import logging
+import os
+import secrets
+import shlex
+import sys
+import traceback
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._version import __version__
+from ..bindings.http.site import HttpSite
+from ..core.config import Config, is_loopback
+from ..core.prompts import Prompts
+from ..core.resources import Resources
+from ..core.tools import Tools
+from .loading import Served, load_served
+from .serve import ServeError, Server, serve
+
+__all__ = ["POLL", "Reloader", "banner", "dev_config", "run_dev", "snapshot", "watched_roots"]
+
+log = logging.getLogger("mcplite.dev")
+
+#: Seconds between two looks at the watched files.
+POLL = 0.3
+#: Files changed, seconds they must stay still before the module is imported again.
+SETTLE = 0.1
+#: Directories never walked for files to watch.
+_SKIP = {"__pycache__", ".git", ".venv", "venv", "node_modules", ".mypy_cache", ".ruff_cache"}
+
+
+def dev_config(config: Config, playground_given: bool) -> Config:
+    """``config`` as ``mcplite dev`` serves it: the playground on when HTTP is
+    bound to loopback (never by default on another address), and a tool's
+    exception shown to its caller, and a random promise secret when none is given."""
+    updates: dict[str, Any] = {"show_tool_errors": True}
+    if config.secret is None and not os.environ.get("MCPLITE_SECRET"):
+        # Tokens need only outlive a reload, which keeps the process: no warning.
+        updates["secret"] = secrets.token_bytes(32)
+    if not playground_given and config.http is not None and is_loopback(config.http[0]):
+        updates["playground"] = True
+    return replace(config, **updates)
+
+
+def watched_roots(target: str, extra: Iterable[str] = ()) -> list[Path]:
+    """The files and directories whose change reloads ``MODULE[:ATTR]``: the
+    module's file (a package: its directories) and ``extra``; raises
+    :class:`ServeError` when the module cannot be found."""
+    name = target.partition(":")[0]
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as exc:  # a parent package that does not import
+        raise ServeError(f"cannot find module '{name}': {exc}") from None
+    if spec is None:
+        raise ServeError(f"cannot find module '{name}' (is it on the path? run from its directory)")
+    roots: list[Path] = []
+    if spec.submodule_search_locations:
+        roots += [Path(p).resolve() for p in spec.submodule_search_locations]
+    elif spec.origin and spec.has_location:
+        roots.append(Path(spec.origin).resolve())
+    else:
+        raise ServeError(f"module '{name}' has no file to watch")
+    for path in extra:
+        if not os.path.exists(path):
+            raise ServeError(f"--watch {path}: no such file or directory")
+        roots.append(Path(path).resolve())
+    return roots
+
+
+def _files(roots: Iterable[Path]) -> Iterator[Path]:
+    for root in roots:
+        if root.is_file():
+            yield root
+            continue
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in _SKIP and not d.startswith(".")]
+            for file in names:
+                yield Path(folder, file)
+
+
+def snapshot(roots: Iterable[Path], python_only: bool) -> dict[Path, tuple[int, int]]:
+    """Each watched file's modification time and size (a file gone is left out)."""
+    out: dict[Path, tuple[int, int]] = {}
+    for path in _files(roots):
+        if python_only and path.suffix != ".py":
+            continue
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out[path] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+@dataclass(slots=True)
+class Reloader:
+    """What ``mcplite dev`` serves, kept in registries of its own whose contents
+    each good import of ``target`` replaces."""
+
+    target: str
+    roots: list[Path]
+    extra: list[Path]
+    tools: Tools
+    prompts: Prompts
+    resources: Resources
+    #: The last import's error (its traceback), or None.
+    error: str | None = None
+    sites: tuple[HttpSite, ...] = ()
+
+    @classmethod
+    def create(cls, target: str, watch: Iterable[str] = ()) -> Reloader:
+        roots = watched_roots(target)
+        extra = watched_roots(target, watch)[len(roots) :]
+        return cls(target, roots, extra, Tools(), Prompts(), Resources())
+
+    def load(self) -> bool:
+        """Import ``target`` afresh and serve what it holds; on failure keep what
+        is served, keep the error, and put the old modules back."""
+        purged = self._purge()
+        try:
+            served = _import(self.target)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                raise
+            for name in [n for n in sys.modules if self._ours(sys.modules[n])]:
+                del sys.modules[name]
+            sys.modules.update(purged)
+            self.error = _describe(exc)
+            log.error("reload failed; still serving the last good version:\n%s", self.error)
+            for site in self.sites:
+                if site.playground is not None:
+                    site.playground.error = self.error
+            return False
+        self.tools.replace(served.tools)
+        self.prompts.replace(served.prompts or Prompts())
+        self.resources.replace(served.resources or Resources())
+        self.error = None
+        for site in self.sites:
+            if site.playground is not None:
+                site.playground.reloaded()
+        return True
+
+    def _ours(self, module: ModuleType | None) -> bool:
+        """Whether ``module`` was loaded from a watched file (imported again on a change)."""
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str):
+            return False
+        path = Path(file).resolve()
+        return any(path == root or root in path.parents for root in (*self.roots, *self.extra))
+
+    def _purge(self) -> dict[str, ModuleType]:
+        purged = {n: m for n, m in list(sys.modules.items()) if self._ours(m)}
+        name = self.target.partition(":")[0]
+        if name in sys.modules:
+            purged[name] = sys.modules[name]
+        for n in purged:
+            del sys.modules[n]
+        importlib.invalidate_caches()
+        return purged
+
+    def look(self) -> dict[Path, tuple[int, int]]:
+        """The watched files now: ``.py`` files under a package, any file of a
+        ``--watch`` path, and a module's own file."""
+        packages = [r for r in self.roots if r.is_dir()]
+        others = [r for r in self.roots if not r.is_dir()] + self.extra
+        return {**snapshot(packages, python_only=True), **snapshot(others, python_only=False)}
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Import again after each change to the watched files, until ``stop``."""
+        seen = self.look()
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), POLL)
+                return
+            except TimeoutError:
+                pass
+            now = self.look()
+            if now == seen:
+                continue
+            while True:  # the burst of writes an editor makes: wait for its end
+                await asyncio.sleep(SETTLE)
+                later = self.look()
+                if later == now:
+                    break
+                now = later
+            changed = sorted(str(p) for p in set(now) | set(seen) if now.get(p) != seen.get(p))
+            seen = now
+            log.info("changed: %s; importing %s again", ", ".join(changed[:3]), self.target)
+            if await asyncio.to_thread(self.load):
+                log.info("reloaded: serving %d tools", len(self.tools))
+
+
+def _import(target: str) -> Served:
+    """Import ``MODULE[:ATTR]`` as ``mcplite serve`` does, raising the error itself."""
+    try:
+        return load_served(target)
+    except ServeError as exc:
+        cause = exc.__context__
+        if cause is not None and not isinstance(cause, ServeError):
+            raise cause from None
+        raise
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ServeError):
+        return str(exc)
+    lines = traceback.format_exception(exc)
+    # Leave out the frames of mcplite and importlib: the module's own lines matter.
+    kept = [
+        line
+        for line in lines
+        if "importlib" not in line and f"{os.sep}mcplite{os.sep}ops{os.sep}" not in line
+    ]
+    header = ["Traceback (most recent call last):\n"]
+    if kept[:1] == header and len(kept) > 1 and not kept[1].startswith("  "):
+        kept = kept[1:]  # no frame of the module's own: just the error
+    return "".join(kept).rstrip()
+
+
+def banner(target: str, urls: list[str], config: Config, count: int) -> str:
+    """What ``mcplite dev`` prints once it listens: where to reach it, and how
+    to reach the same tools from an MCP host and from the MCP Inspector."""
+    stdio = f"{shlex.quote(sys.executable)} -m mcplite stdio {shlex.quote(target)}"
+    inspector = "npx @modelcontextprotocol/inspector"
+    lines = [f"mcplite {__version__} dev: serving {count} tools on {' and '.join(urls)}"]
+    http = next((urlsplit(u) for u in urls if u.startswith(("http:", "https:"))), None)
+    if http is not None:
+        origin = f"{http.scheme}://{http.netloc}"
+        if config.playground:
+            lines.append(f"  playground: {origin}/")
+        if config.mcp_path is not None:
+            lines.append(f"  MCP:        {origin}{config.mcp_path}")
+    lines.append(f"  stdio:      {stdio}")
+    lines.append(f"  inspector:  {inspector} {stdio}")
+    if http is not None and config.mcp_path is not None:
+        url = f"{http.scheme}://{http.netloc}{config.mcp_path}"
+        lines.append(f"              {inspector} --transport http --server-url {url}")
+    lines.append(f"  reloading {target} when its files change (Ctrl-C stops)")
+    return "\n".join(lines)
+
+
+async def run_dev(reloader: Reloader, config: Config) -> None:
+    """Serve ``reloader``'s registries as ``mcplite serve`` would, and reload them
+    on every change until SIGINT/SIGTERM."""
+    # Import from the sources every time: a cached .pyc is trusted by the
+    # second of its source's mtime and its size, which an edit may keep.
+    sys.dont_write_bytecode = True
+    first = await asyncio.to_thread(reloader.load)
+    if not first:
+        log.warning("serving no tools until %s imports", reloader.target)
+
+    def announce(count: int, urls: list[str]) -> None:
+        print(banner(reloader.target, urls, config, count), file=sys.stderr, flush=True)
+
+    async def beside(server: Server, stop: asyncio.Event) -> None:
+        reloader.sites = tuple(b for b in server.bindings if isinstance(b, HttpSite))
+        for site in reloader.sites:
+            if site.playground is not None:
+                site.playground.dev = True
+                site.playground.error = reloader.error
+        await reloader.watch(stop)
+
+    await serve(
+        reloader.tools,
+        config,
+        prompts=reloader.prompts,
+        resources=reloader.resources,
+        announce=announce,
+        beside=beside,
+    )
