@@ -228,19 +228,15 @@ def _import(target: str) -> Served:
 
 
 def _describe(exc: BaseException) -> str:
+    """The error as the module's author needs it: a syntax error's place, or the
+    traceback through the module's own lines (not mcplite's or importlib's)."""
     if isinstance(exc, ServeError):
         return str(exc)
+    if isinstance(exc, SyntaxError):
+        return "".join(traceback.format_exception_only(exc)).rstrip()
     lines = traceback.format_exception(exc)
-    # Leave out the frames of mcplite and importlib: the module's own lines matter.
-    kept = [
-        line
-        for line in lines
-        if "importlib" not in line and f"{os.sep}mcplite{os.sep}ops{os.sep}" not in line
-    ]
-    header = ["Traceback (most recent call last):\n"]
-    if kept[:1] == header and len(kept) > 1 and not kept[1].startswith("  "):
-        kept = kept[1:]  # no frame of the module's own: just the error
-    return "".join(kept).rstrip()
+    ours = f"{os.sep}mcplite{os.sep}ops{os.sep}"
+    return "".join(line for line in lines if "importlib" not in line and ours not in line).rstrip()
 
 
 def banner(target: str, urls: list[str], config: Config, count: int) -> str:
