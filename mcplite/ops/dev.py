@@ -26,7 +26,7 @@ import shlex
 import sys
 import traceback
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -132,6 +132,8 @@ class Reloader:
     #: The last import's error (its traceback), or None.
     error: str | None = None
     sites: tuple[HttpSite, ...] = ()
+    #: The watched files as they were just before the last import.
+    seen: dict[Path, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def create(cls, target: str, watch: Iterable[str] = ()) -> Reloader:
@@ -139,32 +141,45 @@ class Reloader:
         extra = watched_roots(target, watch)[len(roots) :]
         return cls(target, roots, extra, Tools(), Prompts(), Resources())
 
-    def load(self) -> bool:
-        """Import ``target`` afresh and serve what it holds; on failure keep what
-        is served, keep the error, and put the old modules back."""
+    def load(self) -> Served | None:
+        """Import ``target`` afresh (any thread): what it holds, or None when it
+        does not import; then :attr:`error` says why and the modules it replaced
+        are put back, so that the last good version keeps its imports."""
         purged = self._purge()
         try:
             served = _import(self.target)
-        except BaseException as exc:
-            if not isinstance(exc, Exception):
-                raise
+        except (Exception, SystemExit) as exc:  # the module's own error, whatever it is
             for name in [n for n in sys.modules if self._ours(sys.modules[n])]:
                 del sys.modules[name]
             sys.modules.update(purged)
             self.error = _describe(exc)
             log.error("reload failed; still serving the last good version:\n%s", self.error)
-            for site in self.sites:
-                if site.playground is not None:
-                    site.playground.error = self.error
-            return False
-        self.tools.replace(served.tools)
-        self.prompts.replace(served.prompts or Prompts())
-        self.resources.replace(served.resources or Resources())
+            return None
         self.error = None
+        return served
+
+    def serve(self, served: Served | None) -> None:
+        """Serve what an import gave (on the loop's thread: the registries' listeners
+        change what the bindings read), or tell the playground why there is none."""
+        if served is not None:
+            self.tools.replace(served.tools)
+            self.prompts.replace(served.prompts or Prompts())
+            self.resources.replace(served.resources or Resources())
         for site in self.sites:
-            if site.playground is not None:
+            if site.playground is None:
+                continue
+            if served is None:
+                site.playground.error = self.error
+            else:
                 site.playground.reloaded()
-        return True
+
+    async def reload(self) -> bool:
+        """Import ``target`` again in a thread, and serve it; whether it imported.
+        The files are looked at first: a change made during the import is seen."""
+        self.seen = self.look()
+        served = await asyncio.to_thread(self.load)
+        self.serve(served)
+        return served is not None
 
     def _ours(self, module: ModuleType | None) -> bool:
         """Whether ``module`` was loaded from a watched file (imported again on a change)."""
@@ -193,7 +208,6 @@ class Reloader:
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Import again after each change to the watched files, until ``stop``."""
-        seen = self.look()
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), POLL)
@@ -201,7 +215,7 @@ class Reloader:
             except TimeoutError:
                 pass
             now = self.look()
-            if now == seen:
+            if now == self.seen:
                 continue
             while True:  # the burst of writes an editor makes: wait for its end
                 await asyncio.sleep(SETTLE)
@@ -209,10 +223,10 @@ class Reloader:
                 if later == now:
                     break
                 now = later
+            seen = self.seen
             changed = sorted(str(p) for p in set(now) | set(seen) if now.get(p) != seen.get(p))
-            seen = now
             log.info("changed: %s; importing %s again", ", ".join(changed[:3]), self.target)
-            if await asyncio.to_thread(self.load):
+            if await self.reload():
                 log.info("reloaded: serving %d tools", len(self.tools))
 
 
@@ -267,8 +281,7 @@ async def run_dev(reloader: Reloader, config: Config) -> None:
     # Import from the sources every time: a cached .pyc is trusted by the
     # second of its source's mtime and its size, which an edit may keep.
     sys.dont_write_bytecode = True
-    first = await asyncio.to_thread(reloader.load)
-    if not first:
+    if not await reloader.reload():
         log.warning("serving no tools until %s imports", reloader.target)
 
     def announce(count: int, urls: list[str]) -> None:
