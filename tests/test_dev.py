@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROCESS_WAIT, ServeProcess, subprocess_env
+from conftest import PROCESS_WAIT, WAIT, ServeProcess, subprocess_env
+from sse_client import RawHttp, connect, request_bytes
 
 from mcplite.core.config import Config
 from mcplite.ops.dev import dev_config
@@ -160,6 +161,45 @@ def test_an_exception_at_import_shows_the_module_s_own_line(
     assert 'mytools.py", line 11' in error
     assert "importlib" not in error  # the module's lines, not the import machinery's
     assert names(server) == ["hello"]
+
+
+def test_mcp_clients_listening_hear_that_the_lists_changed(
+    served: tuple[ServeProcess, Path],
+) -> None:
+    server, module = served
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    wanted = {"toolsListChanged": True, "promptsListChanged": True}
+    listen = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {"_meta": meta, "notifications": wanted},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "subscriptions/listen",
+    }
+    sock = connect(server.http_port, WAIT)
+    try:
+        sock.sendall(request_bytes("/mcp", listen, headers=headers))
+        reader = RawHttp(sock)
+        events = reader.events(reader.read_head())
+        assert next(events).json()["method"] == "notifications/subscriptions/acknowledged"
+        prompt = "from mcplite import Prompts\n\nprompts = Prompts()\n"
+        prompt += 'prompts.add(lambda: "Hi", name="hi")\n'
+        module.write_text(module.read_text() + MORE + "\n" + prompt)
+        server.wait_for(RELOADED)
+        heard = {next(events).json()["method"] for _ in range(2)}
+        assert heard == {
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+        }
+    finally:
+        sock.close()
 
 
 def test_a_package_reloads_when_any_of_its_modules_changes(tmp_path: Path) -> None:
