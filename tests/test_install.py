@@ -25,6 +25,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcplite.ops.hosts import HOSTS
+from mcplite.ops.install import Entry, read_config, write_entry
 
 WAIT = PROCESS_WAIT  # upper bound of every wait on a subprocess, in seconds
 MODULE = "install_forecast"
@@ -75,11 +76,12 @@ def home(tmp_path: Path) -> Path:
     return folder
 
 
-def install(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m mcplite install ARGS`` with ``home`` as the user's home."""
+def install(home: Path, cwd: Path, *args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    """``python -m mcplite install ARGS`` with ``home`` as the user's home (and
+    ``environ`` in its environment)."""
     unset = ("XDG_CONFIG_HOME", "APPDATA", "MCPLITE_SECRET")
     env = {k: v for k, v in os.environ.items() if k not in unset}
-    env["HOME"] = str(home)
+    env.update(HOME=str(home), **environ)
     return subprocess.run(
         [sys.executable, "-m", "mcplite", "install", *args],
         capture_output=True,
@@ -266,6 +268,13 @@ def test_an_entry_that_would_not_start_is_refused_and_nothing_is_written(
     assert refused.returncode == 1
     [line] = refused.stderr.splitlines()
     assert "unrecognized arguments: --no-such-option" in line
+
+    # A host passes on HOME, PATH and a few more, not the shell's other variables.
+    (code / "needs_region.py").write_text('import os\nREGION = os.environ["REGION"]\n')
+    shell_only = install(home, code, "claude-code", "needs_region", REGION="eu")
+    assert shell_only.returncode == 1
+    [line] = shell_only.stderr.splitlines()
+    assert "importing 'needs_region' failed: KeyError: 'REGION'" in line
     assert not path.exists()
 
 
@@ -290,6 +299,22 @@ def test_project_installs_write_the_hosts_project_file(code: Path, home: Path) -
         desktop.stderr
         == "mcplite: error: claude-desktop has no project file: leave out --project\n"
     )
+
+
+def test_a_symlinked_file_is_written_through_and_stays_a_symlink(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "mcp.json"
+    target.write_text('{"mcpServers": {}}')
+    link = tmp_path / "mcp.json"
+    link.symlink_to(target)
+    entry: Entry = {"command": "/venv/bin/python", "args": ["-m", "mcplite"], "env": {}}
+    what, backup = write_entry(read_config(link, "mcpServers"), "mcpServers", "w", entry)
+    assert what == "added"
+    assert link.is_symlink() and link.resolve() == target
+    assert json.loads(target.read_text()) == {"mcpServers": {"w": entry}}
+    assert backup is not None and backup.parent == dotfiles
+    assert backup.read_text() == '{"mcpServers": {}}'
 
 
 def test_an_unknown_host_is_a_usage_error(code: Path, home: Path) -> None:

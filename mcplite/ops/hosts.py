@@ -94,8 +94,7 @@ HOSTS: dict[str, Host] = {
             typed=True,
             user_file=lambda env, p: app_data(env, p) / "Code" / "User" / "mcp.json",
             project_file=".vscode/mcp.json",
-            reload="run 'MCP: List Servers' from the Command Palette and start it there "
-            "(VS Code offers to restart a server whose entry changed)",
+            reload="run 'MCP: List Servers' from the Command Palette and start it there",
         ),
         # https://code.claude.com/docs/en/mcp ("MCP installation scopes"): the user scope is
         # the top-level "mcpServers" of ~/.claude.json, the project scope .mcp.json at the

@@ -2,8 +2,9 @@
 
 The entry runs ``python -m mcplite stdio MODULE[:ATTR]`` with this very Python (the
 venv's, symlinks kept), ``PYTHONPATH`` set to where the module is, and a promise
-secret.  Before anything is written, the entry is tried: its Python imports the
-module with its environment, in an empty directory, as the host would start it.
+secret.  Before anything is written, the entry is tried as a host would start it:
+its Python imports the module with the entry's ``env`` (and the few variables hosts
+pass on: ``HOME``, ``PATH``...), in an empty directory.
 
 The file is merged, not rewritten: other servers and other top-level keys stay as
 they are, in their order.  A change is written atomically (a temporary file, then
@@ -43,10 +44,31 @@ SECRET_VAR = "MCPLITE_SECRET"
 #: model APIs take only letters, digits, ``_`` and ``-`` in a tool name.
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: What a host built on an official MCP SDK passes on of its own environment, besides
+#: an entry's "env" (DEFAULT_INHERITED_ENV_VARS in the Python SDK's mcp/client/stdio.py,
+#: getDefaultEnvironment in the TypeScript SDK's): the try of an entry gets no more.
+INHERITED_ENV = (
+    (
+        "APPDATA",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "LOCALAPPDATA",
+        "PATH",
+        "PATHEXT",
+        "PROCESSOR_ARCHITECTURE",
+        "SYSTEMDRIVE",
+        "SYSTEMROOT",
+        "TEMP",
+        "USERNAME",
+        "USERPROFILE",
+    )
+    if sys.platform == "win32"
+    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+)
 #: How argparse begins an error line ("mcplite stdio: error: "), left out of ours.
 ARGPARSE_PREFIX = re.compile(r"^mcplite(?: \w+)?: error: ")
 
-#: Run by the entry's Python, with the entry's environment, in an empty directory:
+#: Run by the entry's Python, with the environment a host gives it, in an empty directory:
 #: what ``mcplite stdio`` does before it serves.  On failure, the last line of stderr
 #: says why and the status which step failed (CHECK_FAILURES); on success, the last
 #: line of stdout is the mcplite package it imported.
@@ -194,6 +216,8 @@ def _split_target(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``install``: the exit status (1: refused, nothing written).  A usage error
+    exits 2 from argparse."""
     _split_target(args)
     try:
         return _install(args)
@@ -292,11 +316,12 @@ def build_entry(
 
 
 def check_entry(entry: Entry, target: str, stdio_options: list[str]) -> None:
-    """Raise InstallError unless the entry's Python, with its environment and in an
-    empty directory, imports mcplite and ``target`` and takes the options."""
+    """Raise InstallError unless the entry's Python, with the environment a host
+    gives it and in an empty directory, imports mcplite and ``target`` and takes
+    the options."""
     if target.endswith(".py"):
         raise InstallError(f"{target}: name a module (as for import), not a file")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", SECRET_VAR)}
+    env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
     env.update(entry["env"])
     # -P: no directory of ours on sys.path, only PYTHONPATH's (and mcplite's cwd, empty).
     command = [entry["command"], "-P", "-c", CHECK, target, *stdio_options]
