@@ -50,10 +50,11 @@ class Page:
     def __init__(self, driver: Chrome) -> None:
         self.driver = driver
 
-    def open(self, port: int, key: str = "") -> None:
-        """Load the page afresh (a new query each time: a change of hash alone would
-        not reload it), open ``key`` (``tool:NAME``...) and wait until it has listed."""
-        url = f"http://127.0.0.1:{port}/?load={next(LOADS)}" + (f"#{key}" if key else "")
+    def open(self, port: int, key: str = "", path: str = "/") -> None:
+        """Load the page at ``path`` afresh (a new query each time: a change of hash
+        alone would not reload it), open ``key`` (``tool:NAME``...) and wait until it
+        has listed."""
+        url = f"http://127.0.0.1:{port}{path}?load={next(LOADS)}" + (f"#{key}" if key else "")
         self.driver.get(url)
         self.wait(lambda d: d.execute_script("return document.body.dataset.ready === 'true'"))
         if key:
@@ -549,3 +550,62 @@ def test_under_dev_a_failed_reload_shows_its_error_and_a_good_one_lists_again(
         assert "dev: reload 1" in page.text("#dev-line")
     finally:
         running.stop()
+
+
+def test_under_mcplite_dev_an_edit_shows_on_the_page_without_reloading_it(
+    page: Page, tmp_path: Path
+) -> None:
+    module = tmp_path / "edited.py"
+    first = "from mcplite import Tools\n\ntools = Tools()\n\n\n"
+    first += '@tools.tool\ndef first() -> str:\n    return "1"\n'
+    module.write_text(first)
+    dev = ServeProcess(
+        "edited", "--http", "127.0.0.1:0", "--no-grpc", command_name="dev", cwd=tmp_path
+    )
+    try:
+        page.open(dev.http_port, "tool:first")
+        banner = page.find("#dev-error")
+        assert not banner.is_displayed()
+
+        module.write_text(first + "\ndef broken(:\n")
+        page.wait(lambda d: banner.is_displayed(), "the error banner")
+        assert "SyntaxError" in page.text("#dev-error-text")
+        assert "edited.py" in page.text("#dev-error-text")
+
+        second = (
+            '\n\n@tools.tool\ndef second() -> str:\n    """Added while served."""\n    return "2"\n'
+        )
+        module.write_text(first + second)
+        page.find('.item[data-key="tool:second"]')
+        page.wait(lambda d: not banner.is_displayed(), "the banner gone")
+        page.find('.item[data-key="tool:second"]').click()
+        page.call()
+        assert page.response_type() == "answer"
+        assert page.text(".conversation:first-child .run .content") == "2"
+    finally:
+        dev.kill()
+
+
+def test_under_an_asgi_mount_the_page_lists_and_calls_under_the_mount(page: Page) -> None:
+    from fastapi import FastAPI
+    from test_asgi import served
+
+    from mcplite.asgi import App
+
+    tools = Tools()
+
+    @tools.tool
+    def shout(text: str) -> str:
+        """Upper case."""
+        return text.upper()
+
+    app = App(tools, config=make_config(playground=True))
+    api = FastAPI(lifespan=app.lifespan)
+    api.mount("/tools", app)
+    with served(api) as running:
+        for path in ("/tools/", "/tools"):
+            page.open(running.port, "tool:shout", path=path)
+            page.field("text").send_keys("mounted")
+            page.call()
+            assert page.response_type() == "answer"
+            assert page.text(".conversation:first-child .run .content") == "MOUNTED"
