@@ -334,15 +334,20 @@ def test_the_banner_says_where_and_how_to_connect(served: tuple[ServeProcess, Pa
     assert f"--transport http --server-url {origin}/mcp" in banner
 
 
-def test_a_module_that_does_not_exist_is_one_error(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcplite", "dev", "no_such_module_here"],
-        cwd=tmp_path,
+def dev_refused(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mcplite dev ARGS`` run in ``folder`` as one that does not start."""
+    return subprocess.run(
+        [sys.executable, "-m", "mcplite", "dev", *args],
+        cwd=folder,
         env=subprocess_env(),
         capture_output=True,
         text=True,
         timeout=PROCESS_WAIT,
     )
+
+
+def test_a_module_that_does_not_exist_is_one_error(tmp_path: Path) -> None:
+    done = dev_refused(tmp_path, "no_such_module_here")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "mcplite: error: cannot find module 'no_such_module_here' "
@@ -352,14 +357,7 @@ def test_a_module_that_does_not_exist_is_one_error(tmp_path: Path) -> None:
 
 def test_a_watch_path_that_does_not_exist_is_one_error(tmp_path: Path) -> None:
     write(tmp_path / "mytools.py", TOOLS)
-    done = subprocess.run(
-        [sys.executable, "-m", "mcplite", "dev", "mytools", "--watch", "nowhere"],
-        cwd=tmp_path,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_WAIT,
-    )
+    done = dev_refused(tmp_path, "mytools", "--watch", "nowhere")
     assert done.returncode == 2
     assert "--watch nowhere: no such file or directory" in done.stderr
 
