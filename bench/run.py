@@ -12,7 +12,8 @@
    10,000 pending promises on mcplite;
 5. scale-out: HTTP ``echo`` on mcplite with ``--workers 1`` and ``--workers 2``
    (unpinned: both cores for the server, shared with the generator), and the
-   redeem latency of each promise store (``bench.redeem``, in-process).
+   promise round trip and wake-up of each promise store (``bench.redeem``, with
+   a waiter in a second process).
 
 Servers run pinned to one core, generators to another; the passes of 2 and 3
 are interleaved (A B C ..., repeated ``--rounds`` times) and medians reported.
@@ -554,8 +555,8 @@ class Bench:
         self.results["workers"] = section
 
     def run_redeem(self) -> None:
-        """Redeem latency per promise store, in its own process (``bench.redeem``)."""
-        self.log("redeem latency per promise store ...")
+        """Promise round trip and wake-up per store, in its own process (``bench.redeem``)."""
+        self.log("promise round trip and wake-up per store ...")
         argv = [sys.executable, "-m", "bench.redeem", *(["--quick"] if self.quick else [])]
         self._json_phase(argv, "redeem")
 
@@ -778,7 +779,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-workers", action="store_true", help="skip --workers 1 vs 2 (needs mcplite)"
     )
     parser.add_argument(
-        "--no-redeem", action="store_true", help="skip redeem latency per store (in-process)"
+        "--no-redeem", action="store_true", help="skip the promise round trip per store"
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     args = parser.parse_args(argv)

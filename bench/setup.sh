@@ -3,6 +3,8 @@
 #
 # - wrk: the HTTP/1.1 load generator (Lua POST script, latency percentiles).
 # - nghttp2-client: h2load, the HTTP/2 load generator that drives gRPC.
+# - redis-server: the Redis the promise store phase starts on a port of its own
+#   (the package's own service, if the system starts it, is not used).
 # - the "bench" extra: mcp (the official SDK, an anchor), uvicorn, grpcio,
 #   grpcio-tools (stubs are generated at bench time) and matplotlib (the plot).
 #
@@ -19,9 +21,10 @@ fi
 
 if command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update
-    $SUDO apt-get install -y wrk nghttp2-client
+    $SUDO apt-get install -y wrk nghttp2-client redis-server
 else
-    echo "apt-get not found: install wrk and h2load (nghttp2) with your package manager" >&2
+    echo "apt-get not found: install wrk, h2load (nghttp2) and redis-server with your" \
+        "package manager" >&2
 fi
 
 PYTHON="${PYTHON:-}"
@@ -32,4 +35,5 @@ fi
 
 command -v wrk >/dev/null && wrk -v 2>&1 | head -n 1 || true
 command -v h2load >/dev/null && h2load --version || true
+command -v redis-server >/dev/null && redis-server --version || true
 echo "setup done: run '$PYTHON -m bench' (or '$PYTHON -m bench --quick')"

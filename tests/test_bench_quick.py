@@ -84,6 +84,18 @@ def test_quick_mode_writes_figures_for_every_anchor_and_the_in_process_baseline(
     assert len(results["targets"]) >= 9
     assert "bare_h11" in results["memory"]
 
+    stores = results["redeem"]["stores"]
+    shared = ["sqlite"] + (["redis"] if stores["redis"].get("status") != "skipped" else [])
+    for store in ["memory", *shared]:
+        rows = stores[store]
+        for row in ("create", "complete", "redeem", "round_trip", "wake"):
+            assert rows[row]["status"] == "ok", (store, row, rows[row])
+        trip = rows["round_trip"]  # each round trip holds its create, so its median is more
+        assert trip["p99_us"] >= trip["median_us"] >= rows["create"]["median_us"] > 0, rows
+    for store in shared:
+        wake = stores[store]["cross_process_wake"]
+        assert wake["status"] == "ok" and wake["p99_us"] >= wake["median_us"] > 0, wake
+
 
 def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_absent(
     tmp_path: Path,
