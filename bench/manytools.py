@@ -16,8 +16,9 @@ JSON answer per POST, which the three servers all answer) by:
 For each server: ``start``, the seconds from just before ``Popen`` to the first
 answer of ``tools/list`` (the request sent again every 2 ms while the connection is
 refused); ``rss``, its ``VmRSS`` then; then ``tools/list`` requests one at a time
-over one keep-alive connection, the servers interleaved in rounds: median and p99
-latency, and the answer's size in bytes.  Every answer is checked: the first one
+over a keep-alive connection (opened, untimed, at the start of each round), the
+servers interleaved in rounds: median and p99 latency, and the answer's size in
+bytes.  Every answer is checked: the first one
 lists every tool (or the first page, with a cursor), the others are 200s of the
 same size.
 
@@ -180,6 +181,13 @@ def start(server: Server, stack: ExitStack, workdir: Path) -> None:
 
 
 def one_round(server: Server, requests: int) -> None:
+    # A connection of its own for each round, opened untimed: between its rounds a
+    # server's connection is idle longer than uvicorn's keep-alive (5 s) while the
+    # other servers take their turns, and uvicorn closes it.
+    if server.conn is not None:
+        server.conn.close()
+    server.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=REQUEST_TIMEOUT)
+    server.conn.connect()
     figures = server.figures
     for _ in range(requests):
         server.timed("list", "/mcp", list_body(), MCP_HEADERS, figures["bytes"])

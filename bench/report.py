@@ -467,7 +467,7 @@ def render_manytools(section: dict[str, Any]) -> str:
     title = (
         f"{section.get('tools')} tools: start (to the first tools/list answer) and tools/list "
         f"over MCP HTTP ({section.get('protocol_version')}, stateless), "
-        f"{section.get('requests')} requests each on one keep-alive connection"
+        f"{section.get('requests')} requests each, one at a time on a keep-alive connection"
     )
     headers = ["server", "request", "start s", "RSS MiB", "bytes", "median ms", "p99 ms"]
     headers.append("x mcplite")
