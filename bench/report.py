@@ -7,7 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["aggregate", "evaluate_targets", "figure", "plot", "render"]
+__all__ = [
+    "aggregate",
+    "evaluate_targets",
+    "figure",
+    "plot",
+    "render",
+    "render_coldstart",
+    "render_manytools",
+]
 
 FIGURES = ("rps", "p50_us", "p90_us", "p99_us", "p999_us")
 
@@ -182,6 +190,28 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             lambda v: v * 1024 <= 20_000,
         )
     )
+    cold = results.get("coldstart", {}).get("rows", {})
+    ours = cold.get("mcplite stdio", {})
+    for peer in ("mcp_sdk stdio", "fastmcp stdio"):
+        theirs = cold.get(peer, {})
+        checks.append(
+            _check(
+                f"stdio cold start (to the tools/call answer): {peer} / mcplite",
+                _ratio(theirs.get("answer_median_s"), ours.get("answer_median_s")),
+                "x",
+                ">= 5x",
+                _at_least(5.0),
+            )
+        )
+        checks.append(
+            _check(
+                f"idle RSS after the first answer: mcplite stdio / {peer}",
+                _ratio(ours.get("rss_median_mib"), theirs.get("rss_median_mib")),
+                "x",
+                "< 0.5x",
+                lambda v: v < 0.5,
+            )
+        )
     return checks
 
 
@@ -366,6 +396,100 @@ def _redeem_table(redeem: dict[str, Any]) -> str:
     return f"{title}\n{table}"
 
 
+def render_coldstart(section: dict[str, Any]) -> str:
+    """The cold-start table, and what a stdio start imports."""
+    if "rows" not in section:
+        return f"cold start: n/a - {str(section.get('note', ''))[:240]}"
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    base = section["rows"].get("mcplite stdio", {}).get("answer_median_s")
+    for name, entry in section["rows"].items():
+        if entry.get("status") != "ok":
+            notes.append(f"  {name}: {entry.get('status')} - {str(entry.get('note', ''))[:200]}")
+            continue
+        answer = entry.get("answer_median_s")
+        rows.append(
+            [
+                name,
+                str(entry["n"]),
+                _fmt(entry.get("init_median_s"), 3),
+                _fmt(entry.get("init_p90_s"), 3),
+                _fmt(answer, 3),
+                _fmt(entry.get("answer_p90_s"), 3),
+                _fmt(entry.get("rss_median_mib")),
+                _fmt(_ratio(answer, base), 2),
+            ]
+        )
+    title = (
+        f"cold start: process start to first answer, {section.get('runs')} starts each "
+        f"({section.get('peer_runs')} of a peer), interleaved; idle RSS just after it"
+    )
+    headers = ["server", "n", "init med s", "init p90 s", "call med s", "call p90 s"]
+    headers += ["RSS MiB", "x mcplite stdio"]
+    parts = [title, _table(headers, rows), *notes]
+    imports = section.get("imports", {})
+    if imports.get("status") == "ok":
+        top = ", ".join(
+            f"{m['module']} {m['cumulative_ms']:.0f}" for m in imports["top_cumulative"][:10]
+        )
+        watched = imports.get("watched", {})
+        parts.append(
+            f"{imports['argv']}: {imports['modules']} modules ({imports['mcplite_modules']} of "
+            f"mcplite); top cumulative ms: {top}"
+        )
+        parts.append(
+            "  of the watched modules, imported: "
+            + (", ".join(m for m, seen in watched.items() if seen) or "none")
+            + "; not imported: "
+            + (", ".join(m for m, seen in watched.items() if not seen) or "none")
+        )
+    elif imports:
+        parts.append(f"imports: n/a - {str(imports.get('note', ''))[:200]}")
+    return "\n".join(parts)
+
+
+def render_manytools(section: dict[str, Any]) -> str:
+    """The many-tools table: start, RSS, answer size and list latency per server."""
+    if "servers" not in section:
+        return f"many tools: n/a - {str(section.get('note', ''))[:240]}"
+    servers = section["servers"]
+    base = servers.get("mcplite", {}).get("list", {}).get("median_ms")
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for name, entry in servers.items():
+        if entry.get("status") != "ok":
+            notes.append(f"  {name}: {entry.get('status')} - {str(entry.get('note', ''))[:200]}")
+            continue
+        paged = "pages" in entry
+        lines = [("list", "first page" if paged else "POST /mcp tools/list", entry["bytes"])]
+        if "lite" in entry:
+            lines.append(("lite", "POST /mcp-lite/v1/tools", entry.get("lite_bytes")))
+        if paged:
+            lines.append(("walk", f"every page ({entry['pages']})", None))
+        for i, (key, label, size) in enumerate(lines):
+            fig = entry.get(key, {})
+            rows.append(
+                [
+                    name if i == 0 else "",
+                    label,
+                    _fmt(entry["start_s"], 3) if i == 0 else "",
+                    _fmt(entry.get("rss_mib")) if i == 0 else "",
+                    _fmt(size),
+                    _fmt(fig.get("median_ms"), 2),
+                    _fmt(fig.get("p99_ms"), 2),
+                    _fmt(_ratio(fig.get("median_ms"), base), 2),
+                ]
+            )
+    title = (
+        f"{section.get('tools')} tools: start (to the first tools/list answer) and tools/list "
+        f"over MCP HTTP ({section.get('protocol_version')}, stateless), "
+        f"{section.get('requests')} requests each, one at a time on a keep-alive connection"
+    )
+    headers = ["server", "request", "start s", "RSS MiB", "bytes", "median ms", "p99 ms"]
+    headers.append("x mcplite")
+    return "\n".join([title, _table(headers, rows), *notes])
+
+
 def _workers_table(section: dict[str, Any]) -> str:
     conns = max(section.get("conns") or [0])
     title = f"HTTP echo, mcplite --workers 1 vs 2 at {conns} conns ({section.get('pinning', '')})"
@@ -403,6 +527,10 @@ def render(results: dict[str, Any]) -> str:
         parts += ["", _workers_table(results["workers"])]
     if results.get("redeem"):
         parts += ["", _redeem_table(results["redeem"])]
+    if results.get("coldstart"):
+        parts += ["", render_coldstart(results["coldstart"])]
+    if results.get("manytools"):
+        parts += ["", render_manytools(results["manytools"])]
     checks = results.get("targets", [])
     if checks:
         rows = [

@@ -560,6 +560,18 @@ class Bench:
         argv = [sys.executable, "-m", "bench.redeem", *(["--quick"] if self.quick else [])]
         self._json_phase(argv, "redeem")
 
+    def run_coldstart(self) -> None:
+        """Process start to first answer, and idle RSS, in its own process (``bench.coldstart``)."""
+        self.log("cold start: mcplite stdio and serve, the SDK and fastmcp on stdio ...")
+        argv = [sys.executable, "-m", "bench.coldstart", *(["--quick"] if self.quick else [])]
+        self._json_phase(argv, "coldstart")
+
+    def run_manytools(self) -> None:
+        """Start and tools/list with a thousand tools, in its own process (``bench.manytools``)."""
+        self.log("many tools: start and tools/list of mcplite, the SDK and fastmcp ...")
+        argv = [sys.executable, "-m", "bench.manytools", *(["--quick"] if self.quick else [])]
+        self._json_phase(argv, "manytools")
+
     def _json_phase(self, argv: list[str], key: str) -> bool:
         """Run a phase that prints its results as one JSON line last, pinned like a
         server; store them under ``key`` (or why not); whether it worked."""
@@ -701,6 +713,10 @@ class Bench:
                 self.run_workers()
             if not self.args.no_redeem and not self.args.no_inprocess:
                 self.run_redeem()
+            if not self.args.no_coldstart:
+                self.run_coldstart()
+            if not self.args.no_manytools:
+                self.run_manytools()
         finally:
             for server in self.servers:
                 server.stop()
@@ -780,6 +796,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-redeem", action="store_true", help="skip the promise round trip per store"
+    )
+    parser.add_argument(
+        "--no-coldstart", action="store_true", help="skip cold start (process start to answer)"
+    )
+    parser.add_argument(
+        "--no-manytools", action="store_true", help="skip start and tools/list with 1,000 tools"
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     args = parser.parse_args(argv)

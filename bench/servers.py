@@ -19,7 +19,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ROOT", "Pinning", "ServerProcess", "free_port", "rss_kib", "wait_for_port"]
+__all__ = [
+    "ROOT",
+    "Pinning",
+    "ServerProcess",
+    "die_with_parent",
+    "free_port",
+    "rss_kib",
+    "wait_for_port",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = ROOT / "bench" / "anchors"
@@ -51,7 +59,7 @@ class Pinning:
         return argv if self.load_cpu is None else ["taskset", "-c", str(self.load_cpu), *argv]
 
 
-def _die_with_parent(argv: list[str]) -> list[str]:
+def die_with_parent(argv: list[str]) -> list[str]:
     """Prefix ``argv`` so the server gets SIGTERM if the harness dies, even by SIGKILL.
 
     ``setpriv --pdeathsig`` (util-linux) sets it and execs, so no ``preexec_fn`` runs
@@ -122,7 +130,7 @@ class ServerProcess:
         try:
             with open(self.log_path, "wb") as log:  # the child keeps its own copy
                 self.proc = subprocess.Popen(
-                    _die_with_parent(pinning.server(self.argv)),
+                    die_with_parent(pinning.server(self.argv)),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,

@@ -2,8 +2,8 @@
 
 Each test runs ``python -m bench --quick`` as a subprocess with a bounded timeout
 (servers on 127.0.0.1, ephemeral ports, killed by the harness) and reads the JSON
-file it writes.  mcplite, every anchor and the in-process section must all
-produce figures.
+file it writes.  mcplite, every anchor, the in-process section, the cold starts
+and the many-tools lists must all produce figures.
 """
 
 from __future__ import annotations
@@ -96,6 +96,26 @@ def test_quick_mode_writes_figures_for_every_anchor_and_the_in_process_baseline(
         wake = stores[store]["cross_process_wake"]
         assert wake["status"] == "ok" and wake["p99_us"] >= wake["median_us"] > 0, wake
 
+    cold = results["coldstart"]["rows"]
+    stdio = cold["mcplite stdio"]
+    assert stdio["status"] == "ok", stdio
+    assert 0 < stdio["init_median_s"] <= stdio["answer_median_s"] < 30
+    assert stdio["rss_median_mib"] > 0
+    assert cold["mcplite serve (HTTP+gRPC)"]["answer_median_s"] > 0
+    assert cold["mcp_sdk stdio"]["status"] == "ok", cold["mcp_sdk stdio"]
+    assert cold["fastmcp stdio"]["status"] in ("ok", "skipped")  # the clients extra has it
+    watched = results["coldstart"]["imports"]["watched"]
+    assert not any(watched[m] for m in ("grpclib", "h2", "betterproto", "h11"))
+
+    many = results["manytools"]
+    for server in ("mcplite", f"mcplite --page-size {many['page_size']}", "mcp_sdk"):
+        entry = many["servers"][server]
+        assert entry["status"] == "ok", entry
+        assert entry["start_s"] > 0 and entry["bytes"] > 0
+        assert entry["list"]["p99_ms"] >= entry["list"]["median_ms"] > 0
+    assert many["servers"]["mcplite"]["tools_listed"] == many["tools"]
+    assert many["servers"]["mcplite"]["lite"]["median_ms"] > 0
+
 
 def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_absent(
     tmp_path: Path,
@@ -110,6 +130,8 @@ def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_abse
         "bare_h11,grpcio",
         "--no-inprocess",
         "--no-memory",
+        "--no-coldstart",
+        "--no-manytools",
         "--no-plot",
     )
 

@@ -10,7 +10,8 @@ nothing imports it (the root only names ``mcplite.Server``, loaded on first
 use).  Across the package: no import cycle, no
 ``_private`` name imported from another module, no private name of h11, h2,
 hpack or grpclib used outside an ``accel/`` package, no module over 700 lines,
-and no module imports the package root.
+and no module imports the package root.  A stdio server starts without the
+modules only the other bindings, the client or a version check need.
 """
 
 from __future__ import annotations
@@ -84,6 +85,20 @@ MAX_LINES = 700
 #: Libraries whose private names only an ``accel/`` package (gated to the versions
 #: it was tested with) may use.
 GATED = ("h11", "h2", "hpack", "grpclib")
+#: What ``mcplite stdio`` never needs, each a part of the start an MCP host waits for.
+NOT_FOR_STDIO = (
+    "h11",
+    "h2",
+    "hpack",
+    "grpclib",
+    "betterproto",
+    "sqlite3",
+    "mcplite.bindings.http",
+    "mcplite.bindings.grpc",
+    "mcplite.client",
+    "mcplite.ops.install",
+    "importlib.metadata",
+)
 
 
 @dataclass(frozen=True)
@@ -471,3 +486,34 @@ def test_importing_the_core_loads_no_library() -> None:
         if _layer(name) == "core":
             loaded = _loaded_after_import(name)
             assert [m for m in loaded if _within(m, ("h11", "h2", "grpclib", "betterproto"))] == []
+
+
+def test_a_stdio_server_starts_without_the_other_bindings_the_client_or_package_metadata(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "one_tool.py").write_text(
+        "from mcplite import Tools\n"
+        "tools = Tools()\n\n"
+        "@tools.tool\n"
+        "async def echo(text: str) -> str:\n"
+        "    return text\n"
+    )
+    # stdin at its end at once: the server starts, reads the end of its input, stops.
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "mcplite", "stdio", "one_tool"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "tools on stdio" in done.stderr  # it served
+    loaded = {
+        line.rpartition("|")[2].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "mcplite.bindings.stdio" in loaded
+    assert sorted(m for m in loaded if _within(m, NOT_FOR_STDIO)) == []

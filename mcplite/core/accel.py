@@ -16,7 +16,6 @@ out once per binding and kept, so that a server decides its classes once.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import os
 from collections.abc import Collection, Mapping
@@ -42,6 +41,12 @@ def enabled(binding: str, tested: Mapping[str, Collection[str]]) -> bool:
 def _decide(binding: str, tested: Mapping[str, Collection[str]]) -> bool:
     if os.environ.get(ENVIRONMENT_VARIABLE, "").strip().lower() in _OFF:
         return False
+    if not tested:
+        return True
+    # Imported only when there is a version to check: importlib.metadata brings email
+    # and zipfile, a good part of a stdio server's start, which checks none.
+    import importlib.metadata
+
     for package, versions in tested.items():
         try:
             installed = importlib.metadata.version(package)

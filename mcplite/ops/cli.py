@@ -141,13 +141,17 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return Config(**given)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``mcplite`` command line; with ``only`` (one of :data:`SERVER_COMMANDS`),
+    that command alone, without the modules of the client's and install's commands."""
     parser = argparse.ArgumentParser(
         prog="mcplite", description="Serve MCP-lite tools over HTTP/1.1 and gRPC, and call them."
     )
     parser.add_argument("--version", action="version", version=f"mcplite {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command, (summary, description) in SERVER_COMMANDS.items():
+        if only is not None and command != only:
+            continue
         sub = commands.add_parser(command, help=summary, description=description)
         sub.add_argument("target", metavar="MODULE[:ATTR]", help="where the Tools registry lives")
         process = _add_config_options(sub, OPTIONS_OF[command])[PROCESS]
@@ -176,16 +180,21 @@ def build_parser() -> argparse.ArgumentParser:
                 help="worker processes serving the same ports (SO_REUSEPORT), supervised and "
                 "restarted by this one; more than 1 needs a shared promise store (default: 1)",
             )
-    from ..client import cli as client_cli
-    from . import install
+    if only is None:
+        from ..client import cli as client_cli
+        from . import install
 
-    client_cli.register(commands)
-    install.register(commands)
+        client_cli.register(commands)
+        install.register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A server command is parsed by a parser of its own: an MCP host starting
+    # `mcplite stdio` does not wait for the client's modules to load.
+    first = argv[0] if argv else None
+    args = build_parser(first if first in SERVER_COMMANDS else None).parse_args(argv)
     if args.command in ("tools", "call", "prompts", "prompt", "resources", "read"):
         from ..client import cli as client_cli
 

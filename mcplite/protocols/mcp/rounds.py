@@ -23,8 +23,8 @@ import asyncio
 import dataclasses
 import hmac
 import json
+import secrets
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -144,7 +144,7 @@ class InputRounds:
         waiting: dict[str, tuple[str, asyncio.Future[Any]]] = {}
         try:
             for key, asked in requests.items():
-                request_id = f"mcplite-{uuid.uuid4()}"
+                request_id = f"mcplite-{secrets.token_hex(16)}"
                 future: asyncio.Future[Any] = loop.create_future()
                 self._pending[request_id] = (future, binding_of(context.caller))
                 waiting[key] = (request_id, future)
