@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, cast
 
+from ..core.authorize import AllowAll
 from ..core.content import text as text_block
 from ..core.context import RequestContext
 from ..core.dispatch import Dispatcher, ToolStream
@@ -104,6 +105,9 @@ class ToolMethods:
         # The (argument, header) pairs of each tool's Mcp-Param-* headers, worked
         # out once per tool (by name, for the tool it was worked out for).
         self._header_params: dict[str, tuple[Tool, tuple[tuple[str, str], ...]]] = {}
+        # MCP's tool entries everyone sees, per revision (2026: True), for the
+        # version of the dispatcher's list they were made from.
+        self._mcp_tools: dict[bool, tuple[int, list[ToolDefinition]]] = {}
 
     # -- tools/list ------------------------------------------------------------
 
@@ -114,12 +118,20 @@ class ToolMethods:
         if request.profile is LITE:
             return {"tools": definitions}
         modern = request.profile is MCP_2026
-        tools = [
-            mcp_tool(definition, dispatcher.tool(definition["name"]), modern)
-            for definition in definitions
-            if definition.get("@type") != "system"  # redeem and cancel: MCP has tasks
-        ]
-        # With auth on, each caller sees the tools its scopes allow: never shared.
+        # With auth on (or a policy of its own), each caller sees the tools it may
+        # call: made for each request, never shared.
+        shared = dispatcher.auth is None and type(dispatcher.policy) is AllowAll
+        cached = self._mcp_tools.get(modern) if shared else None
+        if cached is not None and cached[0] == dispatcher.version:
+            tools = cached[1]
+        else:
+            tools = [
+                mcp_tool(definition, dispatcher.tool(definition["name"]), modern)
+                for definition in definitions
+                if definition.get("@type") != "system"  # redeem and cancel: MCP has tasks
+            ]
+            if shared:
+                self._mcp_tools[modern] = (dispatcher.version, tools)
         scope = "public" if dispatcher.auth is None else "private"
         return listed(request, "tools", tools, "name", dispatcher.config.page_size, scope)
 
