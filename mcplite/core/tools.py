@@ -335,10 +335,18 @@ def _converter(hint: Any) -> Converter | None:
     return None
 
 
-def _converters(fn: Callable[..., Any], skip: str | None) -> dict[str, Converter]:
+def _type_hints(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """``fn``'s type hints, extras kept; None for what has none to read (a partial,
+    a callable object, an unresolvable name).  Read once per registration: with
+    many tools, resolving them is most of the cost of registering."""
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        return typing.get_type_hints(fn, include_extras=True)
     except Exception:
+        return None
+
+
+def _converters(hints: dict[str, Any] | None, skip: str | None) -> dict[str, Converter]:
+    if hints is None:
         return {}
     out = {}
     for name, hint in hints.items():
@@ -350,26 +358,25 @@ def _converters(fn: Callable[..., Any], skip: str | None) -> dict[str, Converter
     return out
 
 
-def _output_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
+def _output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """The schema of what ``fn`` returns, when its return annotation promises an
     answer that is sent as ``structuredContent`` (see :mod:`mcplite.protocols.mcp.render`):
     a JSON object that can never be taken for a content block.  None otherwise
     (no annotation, ``str``, a list, a union, an outcome, a stream, an
     annotation with no JSON Schema), and the tool is listed without one.
+    ``schema``: the return annotation's (:func:`_return_schema`).
     """
-    schema = _return_schema(fn, kind)
     if schema is None or schema.get("type") != "object" or not _never_a_block(schema):
         return None
     return schema
 
 
-def _value_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
+def _value_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """The schema of what ``fn`` returns when it is JSON data other than an object
     that is always sent as ``structuredContent``: an array of numbers, booleans
     or objects that are never content blocks.  (A string or a lone number is a
     text block; a list that may hold strings or blocks becomes content items.)
     None otherwise."""
-    schema = _return_schema(fn, kind)
     if schema is None or not _plain_value(schema):
         return None
     return schema
@@ -386,14 +393,12 @@ def _plain_value(schema: Mapping[str, Any]) -> bool:
     return items.get("type") in ("number", "integer", "boolean")
 
 
-def _return_schema(fn: Callable[..., Any], kind: Kind) -> dict[str, Any] | None:
-    """The JSON Schema of ``fn``'s return annotation, when it has one and names data."""
-    if kind is not Kind.ASYNC and kind is not Kind.SYNC:
+def _return_schema(hints: dict[str, Any] | None, kind: Kind) -> dict[str, Any] | None:
+    """The JSON Schema of a function's return annotation (``hints``: its type
+    hints), when it has one and names data."""
+    if (kind is not Kind.ASYNC and kind is not Kind.SYNC) or hints is None:
         return None
-    try:
-        hint = typing.get_type_hints(fn, include_extras=True).get("return")
-    except Exception:  # a partial, a callable object, an unresolvable name
-        return None
+    hint = hints.get("return")
     base = hint
     while typing.get_origin(base) is typing.Annotated:
         base = typing.get_args(base)[0]
@@ -537,12 +542,14 @@ class Tools(Registry[Tool]):
             skip = (ctx_param,) if ctx_param else ()
             schema = schema_for_function(fn, skip=skip)
         kind = _kind(fn)
+        hints = _type_hints(fn)
         value_schema = None
         output_schema = options.get("output_schema")
         if output_schema is None:
-            output_schema = _output_schema(fn, kind)
+            returned = _return_schema(hints, kind)
+            output_schema = _output_schema(returned)
             if output_schema is None:
-                value_schema = _value_schema(fn, kind)
+                value_schema = _value_schema(returned)
         elif output_schema is not False:
             output_schema = _given_output_schema(output_schema)
         description = options.get("description")
@@ -557,7 +564,7 @@ class Tools(Registry[Tool]):
             context_param=ctx_param,
             promise_after=promise_after,
             requires=options.get("requires"),
-            converters=_converters(fn, ctx_param) if generated else {},
+            converters=_converters(hints, ctx_param) if generated else {},
             output_schema=output_schema or None,
             value_schema=value_schema,
             scopes=_scopes(options.get("scopes", ())),
