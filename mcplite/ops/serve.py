@@ -534,8 +534,10 @@ def guard_accept(server: asyncio.AbstractServer) -> None:
     """Bound each turn's accepts of ``server`` to :data:`ACCEPTS_PER_TURN` and end
     asyncio's accept loop at the first EMFILE, where the speed paths are on
     (:mod:`mcplite.ops.accel`: it changes asyncio's listening sockets).  Off
-    (``MCPLITE_ACCEL=0``), asyncio accepts as it does by itself."""
-    if enabled("serve", {}):
+    (``MCPLITE_ACCEL=0``), asyncio accepts as it does by itself; so does another
+    loop's server (uvloop's accepts in libuv, which keeps a spare file descriptor
+    to shed connections with when out of them)."""
+    if isinstance(server, asyncio.Server) and enabled("serve", {}):
         from .accel import guard_listeners
 
         guard_listeners(server, ACCEPTS_PER_TURN, OUT_OF_RESOURCES)
