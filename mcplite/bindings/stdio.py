@@ -64,6 +64,7 @@ from ..core.errors import (
 )
 from ..protocols.jsonrpc import decode, encode
 from ..protocols.mcp.server import McpServer
+from .base import loop_name
 
 __all__ = ["StdioPipes", "StdioServer", "run_stdio", "take_stdio"]
 
@@ -118,8 +119,9 @@ async def run_stdio(mcp: McpServer, pipes: StdioPipes, stop: asyncio.Event) -> N
         await reader.open()
         await output.open()
         log.info(
-            "mcplite %s serving %d tools on stdio",
+            "mcplite %s (%s) serving %d tools on stdio",
             __version__,
+            loop_name(asyncio.get_running_loop()),
             len(mcp.dispatcher.tool_definitions()),
         )
         await server.run(reader.stream, output, stop)
