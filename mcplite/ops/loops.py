@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -62,9 +63,12 @@ def run_on(loop: str, main: Coroutine[Any, Any, _T]) -> _T:
         return runner.run(main)
 
 
-def _factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def _factory(loop: str) -> Callable[[], asyncio.AbstractEventLoop]:
     if loop == "uvloop":
         import uvloop
 
         return uvloop.new_event_loop
-    return None  # asyncio's own, as asyncio.run makes it
+    # asyncio's own, whatever event loop policy the process was given.
+    if sys.platform == "win32":
+        return asyncio.ProactorEventLoop
+    return asyncio.SelectorEventLoop
