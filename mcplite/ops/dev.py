@@ -154,14 +154,14 @@ class Reloader:
                 del sys.modules[name]
             sys.modules.update(purged)
             self.error = _describe(exc)
-            log.error("reload failed; still serving the last good version:\n%s", self.error)
             return None
         self.error = None
         return served
 
     def serve(self, served: Served | None) -> None:
         """Serve what an import gave (on the loop's thread: the registries' listeners
-        change what the bindings read), or tell the playground why there is none."""
+        change what the bindings read), or tell the playground why there is none;
+        then the log says why, once the playground does."""
         if served is not None:
             self.tools.replace(served.tools)
             self.prompts.replace(served.prompts or Prompts())
@@ -173,6 +173,8 @@ class Reloader:
                 site.playground.error = self.error
             else:
                 site.playground.reloaded()
+        if served is None:
+            log.error("reload failed; still serving the last good version:\n%s", self.error)
 
     async def reload(self) -> bool:
         """Import ``target`` again in a thread, and serve it; whether it imported.
