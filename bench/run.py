@@ -56,7 +56,15 @@ from bench.loadgen import (
     run_http,
 )
 from bench.protogen import GeneratedStubs, generate_stubs
-from bench.servers import ROOT, Pinning, ServerProcess, anchor_argv, free_port
+from bench.servers import (
+    MCPLITE_LOOPS,
+    ROOT,
+    Pinning,
+    ServerProcess,
+    anchor_argv,
+    free_port,
+    uvloop_missing,
+)
 
 #: Why ``--workers 2`` is not twice ``--workers 1`` here: printed with the ratio.
 WORKERS_WHY = (
@@ -83,8 +91,17 @@ MCP_2026_META = {
 }
 # mcplite_plain: mcplite with every speed path off (MCPLITE_ACCEL=0), the public-API
 # path of h11, h2 and grpclib, so a row shows what the speed paths buy.
-HTTP_SERVERS = ("bare_asyncio", "bare_h11", "mcp_sdk", "mcplite", "mcplite_plain", "mcplite_asgi")
-GRPC_SERVERS = ("grpcio", "naive_grpclib", "mcplite", "mcplite_plain")
+# mcplite_uvloop: mcplite on uvloop (--loop uvloop), run by default where uvloop imports.
+HTTP_SERVERS = (
+    "bare_asyncio",
+    "bare_h11",
+    "mcp_sdk",
+    "mcplite",
+    "mcplite_plain",
+    "mcplite_uvloop",
+    "mcplite_asgi",
+)
+GRPC_SERVERS = ("grpcio", "naive_grpclib", "mcplite", "mcplite_plain", "mcplite_uvloop")
 # Run only when named in --servers: mcplite_asgi (mcplite.asgi.App under uvicorn)
 # answers what the ASGI path costs, not how mcplite compares with the others.
 ON_REQUEST = ("mcplite_asgi",)
@@ -257,8 +274,9 @@ class Bench:
             stubs = ["--stubs", str(self.stubs.directory)]
             argv = anchor_argv(script, "--port", str(port), *stubs, *arg)
             return self.new_server(name, argv, [port], grpc=True)
-        if name in ("mcplite", "mcplite_plain"):
+        if name in MCPLITE_LOOPS:
             argv = [sys.executable, "-m", "mcplite", "serve", app or self.args.app]
+            argv += ["--loop", MCPLITE_LOOPS[name]]
             ports: list[int] = []
             http_port = grpc_port = None
             if "http" in bindings:
@@ -681,6 +699,7 @@ class Bench:
                     "mcplite",
                     "mcp",
                     "uvicorn",
+                    "uvloop",
                     "h11",
                     "grpcio",
                     "grpclib",
@@ -703,6 +722,9 @@ class Bench:
                     self.notes.append(f"naive grpclib skipped: {self.stubs.note}")
             except Exception as exc:
                 self.notes.append(f"gRPC skipped: no stubs ({exc})")
+            missing = uvloop_missing()
+            if missing and "mcplite_uvloop" not in self.args.servers:
+                self.notes.append(f"mcplite_uvloop not run: {missing}")
             if not self.args.no_inprocess:
                 self.run_inprocess()
             if not self.args.no_load:
@@ -754,6 +776,13 @@ class Bench:
         return json_path
 
 
+def default_servers() -> list[str]:
+    """Every server but those run on request, and ``mcplite_uvloop`` where uvloop
+    does not import (:meth:`Bench.run` notes why)."""
+    left_out = (*ON_REQUEST, *(("mcplite_uvloop",) if uvloop_missing() else ()))
+    return [s for s in dict.fromkeys((*HTTP_SERVERS, *GRPC_SERVERS)) if s not in left_out]
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
@@ -774,7 +803,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--servers",
         type=lambda s: s.split(","),
-        default=[s for s in dict.fromkeys((*HTTP_SERVERS, *GRPC_SERVERS)) if s not in ON_REQUEST],
+        default=default_servers(),
         help="comma-separated subset of: "
         + ",".join(dict.fromkeys((*HTTP_SERVERS, *GRPC_SERVERS))),
     )

@@ -20,17 +20,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "MCPLITE_LOOPS",
     "ROOT",
     "Pinning",
     "ServerProcess",
     "die_with_parent",
     "free_port",
     "rss_kib",
+    "uvloop_missing",
     "wait_for_port",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = ROOT / "bench" / "anchors"
+
+#: The mcplite servers and the event loop each runs (``--loop``): ``mcplite`` is
+#: asyncio's whether or not uvloop is installed; ``mcplite_uvloop`` is the same
+#: server on uvloop.
+MCPLITE_LOOPS = {"mcplite": "asyncio", "mcplite_plain": "asyncio", "mcplite_uvloop": "uvloop"}
+
+
+def uvloop_missing() -> str | None:
+    """Why ``mcplite_uvloop`` cannot run here; None when uvloop can be imported."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError as exc:
+        return f"uvloop cannot be imported ({exc}); pip install -e '.[uvloop]' adds it"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
     python -m bench.soak --duration 3600     # the full hour (docs/operations.md)
     python -m bench.soak --duration 120      # the scaled-down run CI makes
+    python -m bench.soak --loop uvloop       # both servers on uvloop (default: asyncio's)
 
 It starts ``mcplite serve bench.soaktools`` (HTTP, the MCP endpoint, gRPC, bearer
 tokens, ``--metrics``) as a subprocess and drives it from ``--clients`` threads, each
@@ -96,10 +97,11 @@ class Process:
     """A subprocess of ``python -m mcplite ...`` whose JSON log lines on stderr are
     read as they come: the ERROR ones kept, ``on_line`` told of each."""
 
-    def __init__(self, args: list[str], *, stdio: bool = False) -> None:
+    def __init__(self, args: list[str], *, loop: str, stdio: bool = False) -> None:
         pipe = subprocess.PIPE if stdio else subprocess.DEVNULL
+        args = [*args, "--loop", loop, "--log-format", "json", "--no-access-log"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mcplite", *args, "--log-format", "json", "--no-access-log"],
+            [sys.executable, "-m", "mcplite", *args],
             cwd=ROOT,
             stdin=pipe,
             stdout=pipe,
@@ -154,13 +156,13 @@ class Process:
 class Server(Process):
     """``mcplite serve bench.soaktools``: HTTP, MCP, gRPC, bearer tokens, metrics."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, loop: str) -> None:
         tokens = workdir / "tokens"
         tokens.write_text(f"{TOKEN}\n")
         args = ["serve", "bench.soaktools", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]
         args += ["--metrics", "127.0.0.1:0", "--auth-tokens", str(tokens)]
         args += ["--secret", SECRET, "--promise-ttl", str(PROMISE_TTL)]
-        super().__init__(args)
+        super().__init__(args, loop=loop)
         self.urls = self.announced
         ports = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", self.urls)]
         self.http_port, self.grpc_port, self.metrics_port = ports
@@ -185,9 +187,9 @@ class Server(Process):
 class Stdio(Process):
     """``mcplite stdio bench.soaktools``, driven over its pipes by one client."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: str) -> None:
         args = ["stdio", "bench.soaktools", "--secret", SECRET, "--promise-ttl", str(PROMISE_TTL)]
-        super().__init__(args, stdio=True)
+        super().__init__(args, loop=loop, stdio=True)
 
     def close_stdin(self) -> float:
         """Close stdin as a client does at the end; the seconds until the process ended
@@ -416,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, help="seconds between samples")
     parser.add_argument("--rss-growth", type=float, default=8.0, help="MiB after warm-up")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the servers' event loop"
+    )
     parser.add_argument("--out", type=Path, help="write the samples and verdict as JSON")
     args = parser.parse_args(argv)
     interval = args.interval or min(60.0, max(2.0, args.duration / 30))
@@ -423,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mcplite-soak-") as tmp:
         workdir = Path(tmp)
         stubs = generate_stubs(workdir / "stubs")
-        server = Server(workdir)
-        stdio = Stdio()
+        server = Server(workdir, args.loop)
+        stdio = Stdio(args.loop)
         grpc_stubs: list[GrpcStub] = []
         try:
             target = Target(server.http_port, server.grpc_port, TOKEN)

@@ -8,6 +8,9 @@ and what the promise tests share.
   its stderr line by line.
 - :class:`FakeClock`, :func:`single_changes` and :class:`DelegatingStore` serve the
   token and promise-store tests.
+
+The whole suite runs on one kind of event loop: asyncio's, or uvloop's with
+``MCPLITE_TEST_LOOP=uvloop`` in the environment (see :func:`pytest_configure`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,25 @@ BASE = "/mcp-lite/v1"
 WAIT = 10.0  # upper bound of every wait in the tests, in seconds
 PROCESS_WAIT = 15.0  # upper bound of every wait on a subprocess, in seconds
 SECRET = b"test-secret-0123456789abcdef"
+
+
+#: The event loop every test runs on: ``$MCPLITE_TEST_LOOP``, "asyncio" or "uvloop".
+TEST_LOOP = os.environ.get("MCPLITE_TEST_LOOP", "").strip().lower() or "asyncio"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Make every event loop of the suite one of :data:`TEST_LOOP`'s kind: the loops
+    the tests make themselves (``asyncio.run``, ``new_event_loop``, the servers of
+    :func:`run_in_thread`) and pytest-asyncio's all come from the event loop policy;
+    the servers started as ``python -m mcplite`` read ``MCPLITE_LOOP``, which their
+    environment inherits from this process's."""
+    if TEST_LOOP not in ("asyncio", "uvloop"):
+        raise pytest.UsageError(f"MCPLITE_TEST_LOOP={TEST_LOOP}: expected asyncio or uvloop")
+    os.environ["MCPLITE_LOOP"] = TEST_LOOP
+    if TEST_LOOP == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
 def make_config(**overrides: Any) -> Config:
@@ -310,12 +332,41 @@ def subprocess_env(extra_path: Path | None = None) -> dict[str, str]:
     return env
 
 
+#: A prelude (:func:`mcplite_command`) after which uvloop cannot be imported, as
+#: where it is not installed.
+WITHOUT_UVLOOP = """\
+import importlib.abc, sys
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "uvloop":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NotInstalled())
+"""
+
+
+def mcplite_command(prelude: str = "") -> list[str]:
+    """The command line of ``python -m mcplite``, with ``prelude`` (Python statements)
+    run first when given: then ``python -c`` and the same as ``-m mcplite``."""
+    if not prelude:
+        return [sys.executable, "-m", "mcplite"]
+    run = "sys.argv[0] = 'mcplite'; runpy.run_module('mcplite', run_name='__main__')"
+    return [sys.executable, "-c", f"{prelude}import runpy, sys; {run}"]
+
+
+def host_env() -> dict[str, str]:
+    """What a test adds to the small environment an MCP host's own client gives the
+    server it starts: coverage's settings (it measures subprocesses), and the event
+    loop the suite runs on (``MCPLITE_LOOP``)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("COVERAGE") or k == "MCPLITE_LOOP"}
+
+
 class ServeProcess:
     """``python -m mcplite serve ARGS`` (cwd: the repository), started and read until it
     says where it serves; its stderr lines are collected as they are read.
 
     ``extra_path`` goes first on ``PYTHONPATH`` (see :func:`subprocess_env`);
     ``fd_limit`` sets the open-file limit (soft, hard) before ``mcplite`` runs;
+    ``prelude`` is Python run before it (:data:`WITHOUT_UVLOOP`);
     ``command_name`` runs another serving command (``dev``), ``cwd`` another directory.
     Every wait is bounded; a wait that runs out fails the test.
     """
@@ -325,21 +376,16 @@ class ServeProcess:
         *args: str,
         extra_path: Path | None = None,
         fd_limit: tuple[int, int] | None = None,
+        prelude: str = "",
         command_name: str = "serve",
         cwd: Path = ROOT,
     ) -> None:
-        if fd_limit is None:
-            command = [sys.executable, "-m", "mcplite"]
-        else:
-            # resource.setrlimit in a -c prelude rather than preexec_fn, which is unsafe
-            # in a process with threads (grpcio's); then the same as `python -m mcplite`.
-            command = [
-                sys.executable,
-                "-c",
-                f"import resource, runpy, sys; "
-                f"resource.setrlimit(resource.RLIMIT_NOFILE, {fd_limit!r}); "
-                f"sys.argv[0] = 'mcplite'; runpy.run_module('mcplite', run_name='__main__')",
-            ]
+        if fd_limit is not None:
+            # resource.setrlimit in a prelude rather than preexec_fn, which is unsafe
+            # in a process with threads (grpcio's).
+            limit = f"resource.setrlimit(resource.RLIMIT_NOFILE, {fd_limit!r})"
+            prelude += f"import resource; {limit}\n"
+        command = mcplite_command(prelude)
         self.proc = subprocess.Popen(
             [*command, command_name, *args],
             stdin=subprocess.DEVNULL,

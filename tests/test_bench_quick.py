@@ -74,6 +74,10 @@ def test_quick_mode_writes_figures_for_every_anchor_and_the_in_process_baseline(
         assert rps(results["grpc"]["unary"], anchor) > 0, anchor
     assert rps(results["http"], "mcplite") > 0
     assert rps(results["grpc"]["unary"], "mcplite") > 0
+    # uvloop is installed with the test extra: its row runs by default.
+    assert rps(results["http"], "mcplite_uvloop") > 0
+    assert rps(results["grpc"]["unary"], "mcplite_uvloop") > 0
+    assert results["meta"]["versions"]["uvloop"]
 
     fig = results["http"]["servers"]["bare_h11"]["results"]["50"]
     for key in ("p50_us", "p90_us", "p99_us", "p999_us", "errors", "non2xx", "runs"):

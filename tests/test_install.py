@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROCESS_WAIT
+from conftest import PROCESS_WAIT, host_env
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -99,8 +99,7 @@ def backups(path: Path) -> list[Path]:
 async def tools_served_by(entry: dict[str, Any], cwd: Path, errlog: Path) -> dict[str, str]:
     """Start ``entry`` as a host does (the ``mcp`` client adds HOME, PATH and the like
     to its ``env``), list its tools and call each with ``city="Oslo"``."""
-    # Coverage's settings too, when the suite measures subprocesses.
-    env = {k: v for k, v in os.environ.items() if k.startswith("COVERAGE")}
+    env = host_env()
     params = StdioServerParameters(
         command=entry["command"], args=entry["args"], env={**env, **entry["env"]}, cwd=cwd
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import queue
 import re
 import signal
@@ -27,7 +26,7 @@ from typing import IO, Any
 
 import mcp_types as types
 import pytest
-from conftest import PROCESS_WAIT, ROOT, subprocess_env
+from conftest import PROCESS_WAIT, ROOT, host_env, subprocess_env
 from mcp import Client
 from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -267,8 +266,8 @@ def stdio_process(
 
 def client_env(extra_path: Path | None) -> dict[str, str]:
     """What the server gets beside the client's small default environment: the
-    folder of a test's tools module, and coverage's settings (it measures subprocesses)."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("COVERAGE")}
+    folder of a test's tools module, and :func:`~conftest.host_env`."""
+    env = host_env()
     if extra_path is not None:
         env["PYTHONPATH"] = str(extra_path)
     return env

@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pytest
 from conftest import BASE, WAIT, RunningServer, make_config, start_server
@@ -347,9 +347,9 @@ class H2Reader(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.write(self.h2.data_to_send())
+        # A stream transport of any loop (uvloop's are not asyncio.Transport subclasses).
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.write(self.h2.data_to_send())
 
     def data_received(self, data: bytes) -> None:
         for event in self.h2.receive_data(data):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import abc
 import asyncio
 import socket
+import sys
 from typing import Any
 
-__all__ = ["Binding", "listen_socket"]
+__all__ = ["Binding", "listen_socket", "loop_name"]
 
 
 class Binding(abc.ABC):
@@ -99,3 +100,14 @@ def listen_socket(host: str | None, port: int, reuse_port: bool = False) -> sock
         sock.close()
         raise
     return sock
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    """What ``loop`` is, as the start-up log lines say it: ``asyncio`` for the
+    standard library's loops, else the package that made it and its version
+    (``uvloop 0.23.0``)."""
+    package = type(loop).__module__.partition(".")[0]
+    if package == "asyncio":
+        return "asyncio"
+    version = getattr(sys.modules.get(package), "__version__", None)
+    return f"{package} {version}" if isinstance(version, str) else package

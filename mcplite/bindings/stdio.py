@@ -64,6 +64,7 @@ from ..core.errors import (
 )
 from ..protocols.jsonrpc import decode, encode
 from ..protocols.mcp.server import McpServer
+from .base import loop_name
 
 __all__ = ["StdioPipes", "StdioServer", "run_stdio", "take_stdio"]
 
@@ -118,8 +119,9 @@ async def run_stdio(mcp: McpServer, pipes: StdioPipes, stop: asyncio.Event) -> N
         await reader.open()
         await output.open()
         log.info(
-            "mcplite %s serving %d tools on stdio",
+            "mcplite %s (%s) serving %d tools on stdio",
             __version__,
+            loop_name(asyncio.get_running_loop()),
             len(mcp.dispatcher.tool_definitions()),
         )
         await server.run(reader.stream, output, stop)
@@ -360,6 +362,20 @@ def _pollable(fd: int, events: int) -> bool:
     return True
 
 
+def _pipe_file(fd: int, mode: str) -> io.FileIO:
+    """A file over a descriptor of its own (a duplicate of ``fd``), for an event loop's
+    pipe transport: the transport owns what it is given, and loops close it in their
+    own ways (asyncio's closes the file; uvloop's closes the descriptor, in libuv,
+    then the file).  ``fd`` stays ours to close."""
+    return io.FileIO(os.dup(fd), mode)
+
+
+def _discard(file: io.FileIO) -> None:
+    """Close a :func:`_pipe_file` a loop refused (or closed its descriptor already)."""
+    with contextlib.suppress(OSError):
+        file.close()
+
+
 class _Input:
     """A StreamReader over the input: a pipe transport when the loop can poll the
     descriptor, else a thread that reads it (a file, /dev/null)."""
@@ -377,14 +393,14 @@ class _Input:
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
         if _pollable(self.fd, selectors.EVENT_READ):
-            file = open(self.fd, "rb", buffering=0, closefd=False)  # noqa: SIM115 (ours to close)
+            file = _pipe_file(self.fd, "rb")
             try:
                 self._transport, _ = await loop.connect_read_pipe(
                     lambda: asyncio.StreamReaderProtocol(self.stream), file
                 )
                 return
             except (ValueError, OSError, NotImplementedError):
-                pass  # e.g. kqueue polls a regular file, which asyncio refuses
+                _discard(file)  # e.g. kqueue polls a regular file, which asyncio refuses
         self._reading = threading.Thread(
             target=self._pump, args=(loop,), name="mcplite-stdin", daemon=True
         )
@@ -450,12 +466,14 @@ class _Output:
 
     async def open(self) -> None:
         if _pollable(self.fd, selectors.EVENT_WRITE):
-            file = open(self.fd, "wb", buffering=0, closefd=False)  # noqa: SIM115 (ours to close)
-            # Refused (e.g. kqueue polls a regular file): written to directly, as a file.
-            with contextlib.suppress(ValueError, OSError, NotImplementedError):
+            file = _pipe_file(self.fd, "wb")
+            try:
                 self._transport, self._pipe = await self._loop.connect_write_pipe(
                     lambda: _Pipe(self.lost), file
                 )
+            except (ValueError, OSError, NotImplementedError):
+                # Refused (e.g. kqueue polls a regular file): written to directly, as a file.
+                _discard(file)
 
     def send(self, message: dict[str, Any]) -> None:
         """Write ``message`` as one line (on the loop's thread)."""

@@ -26,7 +26,7 @@ import select
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import h11
 
@@ -103,8 +103,9 @@ class HttpConnection(asyncio.Protocol):
     # --- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport: asyncio's own, or one of another loop's (uvloop's are
+        # not asyncio.Transport subclasses) with the same methods.
+        self.transport = transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if not self.busy:

@@ -1,4 +1,4 @@
-"""``python -m mcplite serve MODULE[:ATTR]``: every binding on ONE asyncio loop.
+"""``python -m mcplite serve MODULE[:ATTR]``: every binding on ONE event loop.
 
 ``python -m mcplite stdio MODULE[:ATTR]``: the same tools as MCP on stdin/stdout
 (:mod:`mcplite.bindings.stdio`), for an MCP host that starts its servers.
@@ -11,13 +11,13 @@ commands of :mod:`mcplite.client.cli`.
 for the attribute ``tools``.  The module's ``prompts`` (a :class:`~mcplite.Prompts`)
 and ``resources`` (a :class:`~mcplite.Resources`) attributes, when it has them,
 are served on the MCP endpoint and on stdio too.  SIGINT/SIGTERM stop accepting, give in-flight
-calls ``--grace`` seconds, then cancel what is left, and exit 0.
+calls ``--grace`` seconds, then cancel what is left, and exit 0.  ``--loop`` picks the
+event loop (:mod:`mcplite.ops.loops`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import logging
 import sys
@@ -29,6 +29,8 @@ from ..core.config import GROUPS, PROCESS, STDIN_EOF_GRACE, Config, flags, posit
 from .exits import leave_stuck_threads
 from .loading import DEFAULT_ATTR, load_served
 from .logs import setup_logging
+from .loops import ENVIRONMENT_VARIABLE as LOOP_VARIABLE
+from .loops import LOOPS, choose_loop, run_on
 from .serve import ServeError, serve
 
 __all__ = ["build_parser", "config_from_args", "main"]
@@ -48,7 +50,7 @@ class CliError(Exception):
 SERVER_COMMANDS = {
     "serve": (
         "serve the tools of a module",
-        "Serve the tools of MODULE[:ATTR] over HTTP/1.1 and gRPC on one asyncio loop. "
+        "Serve the tools of MODULE[:ATTR] over HTTP/1.1 and gRPC on one event loop. "
         f"ATTR defaults to '{DEFAULT_ATTR}'. Example: mcplite serve mcplite.demo",
     ),
     "stdio": (
@@ -162,6 +164,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             choices=["debug", "info", "warning", "error"],
             help=f"log level (default: {level})",
         )
+        process.add_argument(
+            "--loop",
+            choices=LOOPS,
+            default=None,
+            help="the event loop: uvloop's (the uvloop extra), asyncio's, or auto: uvloop "
+            f"when it can be imported (default: ${LOOP_VARIABLE}, else auto)",
+        )
         if command == "dev":
             process.add_argument(
                 "--watch",
@@ -205,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return install.run(args)
     try:
         config = config_from_args(args)
+        loop = choose_loop(args.loop)
         setup_logging(args.log_level, config.log_format)
         if args.command == "serve" and args.workers > 1:
             from .workers import check_store, run_workers
@@ -213,18 +223,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_served(args.target)  # a module that does not load: one error, no workers
             # No --promise-store: the workers share a private SQLite file.
             config = dataclasses.replace(config, promise_store=args.promise_store or "")
-            return run_workers(args.target, config, args.workers, log_level=args.log_level)
+            return run_workers(
+                args.target, config, args.workers, log_level=args.log_level, loop=loop
+            )
         if args.command == "serve":
             served = load_served(args.target)
-            asyncio.run(
-                serve(served.tools, config, prompts=served.prompts, resources=served.resources)
+            run_on(
+                loop,
+                serve(served.tools, config, prompts=served.prompts, resources=served.resources),
             )
             leave_stuck_threads(0)
         elif args.command == "dev":
             from .dev import Reloader, dev_config, run_dev
 
             reloader = Reloader.create(args.target, args.watch)
-            asyncio.run(run_dev(reloader, dev_config(config, args.playground)))
+            run_on(loop, run_dev(reloader, dev_config(config, args.playground)))
             leave_stuck_threads(0)
         elif args.command == "stdio":
             from ..bindings.stdio import take_stdio
@@ -233,14 +246,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Before the import: a print() at import time must not reach the protocol.
             pipes = take_stdio()
             served = load_served(args.target)
-            asyncio.run(
+            run_on(
+                loop,
                 serve_stdio(
                     served.tools,
                     config,
                     pipes,
                     prompts=served.prompts,
                     resources=served.resources,
-                )
+                ),
             )
             # Not 1 s: a host that closed stdin sends SIGTERM 2 s later.
             leave_stuck_threads(0, STDIN_EOF_GRACE)

@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._version import __version__
+from ..bindings.base import loop_name
 from ..bindings.http.site import HttpSite
 from ..core.config import Config, is_loopback
 from ..core.prompts import Prompts
@@ -153,14 +154,14 @@ class Reloader:
                 del sys.modules[name]
             sys.modules.update(purged)
             self.error = _describe(exc)
-            log.error("reload failed; still serving the last good version:\n%s", self.error)
             return None
         self.error = None
         return served
 
     def serve(self, served: Served | None) -> None:
         """Serve what an import gave (on the loop's thread: the registries' listeners
-        change what the bindings read), or tell the playground why there is none."""
+        change what the bindings read), or tell the playground why there is none;
+        then the log says why, once the playground does."""
         if served is not None:
             self.tools.replace(served.tools)
             self.prompts.replace(served.prompts or Prompts())
@@ -172,6 +173,8 @@ class Reloader:
                 site.playground.error = self.error
             else:
                 site.playground.reloaded()
+        if served is None:
+            log.error("reload failed; still serving the last good version:\n%s", self.error)
 
     async def reload(self) -> bool:
         """Import ``target`` again in a thread, and serve it; whether it imported.
@@ -253,12 +256,13 @@ def _describe(exc: BaseException) -> str:
     return "".join(line for line in lines if "importlib" not in line and ours not in line).rstrip()
 
 
-def banner(target: str, urls: list[str], config: Config, count: int) -> str:
+def banner(target: str, urls: list[str], config: Config, count: int, loop: str) -> str:
     """What ``mcplite dev`` prints once it listens: where to reach it, and how
-    to reach the same tools from an MCP host and from the MCP Inspector."""
+    to reach the same tools from an MCP host and from the MCP Inspector.  ``loop``:
+    what runs (:func:`~mcplite.bindings.base.loop_name`)."""
     stdio = f"{shlex.quote(sys.executable)} -m mcplite stdio {shlex.quote(target)}"
     inspector = "npx @modelcontextprotocol/inspector"
-    lines = [f"mcplite {__version__} dev: serving {count} tools on {' and '.join(urls)}"]
+    lines = [f"mcplite {__version__} ({loop}) dev: serving {count} tools on {' and '.join(urls)}"]
     http = next((urlsplit(u) for u in urls if u.startswith(("http:", "https:"))), None)
     if http is not None:
         origin = f"{http.scheme}://{http.netloc}"
@@ -285,7 +289,8 @@ async def run_dev(reloader: Reloader, config: Config) -> None:
         log.warning("serving no tools until %s imports", reloader.target)
 
     def announce(count: int, urls: list[str]) -> None:
-        print(banner(reloader.target, urls, config, count), file=sys.stderr, flush=True)
+        loop = loop_name(asyncio.get_running_loop())
+        print(banner(reloader.target, urls, config, count, loop), file=sys.stderr, flush=True)
 
     async def beside(server: Server, stop: asyncio.Event) -> None:
         reloader.sites = tuple(b for b in server.bindings if isinstance(b, HttpSite))

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._version import __version__
 from ..auth import Auth, StaticTokens, auth_from_config
-from ..bindings.base import Binding
+from ..bindings.base import Binding, loop_name
 from ..bindings.stdio import StdioPipes, run_stdio
 from ..core.accel import enabled
 from ..core.config import Config, is_loopback, resolve_secret
@@ -263,7 +263,13 @@ async def serve(
     if announce is not None:
         announce(count, urls)
     else:
-        log.info("mcplite %s serving %d tools on %s", __version__, count, " and ".join(urls))
+        log.info(
+            "mcplite %s (%s) serving %d tools on %s",
+            __version__,
+            loop_name(loop),
+            count,
+            " and ".join(urls),
+        )
     companion = asyncio.create_task(beside(server, stop)) if beside is not None else None
     await stop.wait()
     if companion is not None:
@@ -534,8 +540,10 @@ def guard_accept(server: asyncio.AbstractServer) -> None:
     """Bound each turn's accepts of ``server`` to :data:`ACCEPTS_PER_TURN` and end
     asyncio's accept loop at the first EMFILE, where the speed paths are on
     (:mod:`mcplite.ops.accel`: it changes asyncio's listening sockets).  Off
-    (``MCPLITE_ACCEL=0``), asyncio accepts as it does by itself."""
-    if enabled("serve", {}):
+    (``MCPLITE_ACCEL=0``), asyncio accepts as it does by itself; so does another
+    loop's server (uvloop's accepts in libuv, which keeps a spare file descriptor
+    to shed connections with when out of them)."""
+    if isinstance(server, asyncio.Server) and enabled("serve", {}):
         from .accel import guard_listeners
 
         guard_listeners(server, ACCEPTS_PER_TURN, OUT_OF_RESOURCES)

@@ -52,9 +52,11 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from .._version import __version__
+from ..bindings.base import loop_name
 from ..core.config import Config
 from .exits import leave_stuck_threads
 from .logs import setup_logging
+from .loops import run_on
 from .metrics import METRICS, Health, MetricsServer, merge
 from .serve import ServeError, resolve_secret
 
@@ -102,10 +104,14 @@ def check_store(url: str | None, workers: int) -> None:
         )
 
 
-def run_workers(target: str, config: Config, workers: int, *, log_level: str) -> int:
+def run_workers(
+    target: str, config: Config, workers: int, *, log_level: str, loop: str = "asyncio"
+) -> int:
     """Supervise ``workers`` processes serving ``target`` with ``config`` until
     SIGINT/SIGTERM; the exit status.  ``config.promise_store`` empty: a SQLite file
-    in a private temporary directory.  Raises :class:`ServeError`."""
+    in a private temporary directory.  The supervisor and every worker run on the
+    event loop ``loop`` names (see :mod:`mcplite.ops.loops`).  Raises
+    :class:`ServeError`."""
     check_store(config.promise_store or None, workers)
     inherit = os.environ.get("MCPLITE_WORKER_SOCKETS") == "inherit" or not _REUSEPORT_SPREADS
     reserved: dict[str, socket.socket] = {}
@@ -127,8 +133,8 @@ def run_workers(target: str, config: Config, workers: int, *, log_level: str) ->
             "the supervisor",
         )
         shared = reserved if inherit else None
-        supervisor = _Supervisor(target, config, workers, log_level, shared, private_dir)
-        return asyncio.run(supervisor.run())
+        supervisor = _Supervisor(target, config, workers, log_level, loop, shared, private_dir)
+        return run_on(loop, supervisor.run())
     finally:
         for sock in reserved.values():
             sock.close()
@@ -203,10 +209,12 @@ class _Supervisor:
         config: Config,
         workers: int,
         log_level: str,
+        loop: str,
         sockets: dict[str, socket.socket] | None,
         private_dir: str | None = None,
     ) -> None:
         self.target = target
+        self.loop = loop
         self.sockets = sockets
         self.private_dir = private_dir
         self.config = config
@@ -298,6 +306,7 @@ class _Supervisor:
                 self.target,
                 config,
                 self.log_level,
+                self.loop,
                 send,
                 self.lifeline,
                 self.sockets,
@@ -341,7 +350,13 @@ class _Supervisor:
                 ", ".join(str(s.process.pid) for s in self.slots if s.process),
                 self.config.promise_store,
             )
-            log.info("mcplite %s serving %d tools on %s", __version__, count, " and ".join(urls))
+            log.info(
+                "mcplite %s (%s) serving %d tools on %s",
+                __version__,
+                loop_name(asyncio.get_running_loop()),
+                count,
+                " and ".join(urls),
+            )
         self.changed.set()
 
     def _on_exit(self, slot: _Slot, process: BaseProcess) -> None:
@@ -438,12 +453,14 @@ def _worker_main(
     target: str,
     config: Config,
     log_level: str,
+    loop: str,
     ready: Connection,
     lifeline: Connection,
     sockets: dict[str, socket.socket] | None,
     private_dir: str | None,
 ) -> None:
-    """A worker process: :func:`mcplite.ops.serve.serve` on ports shared with SO_REUSEPORT
+    """A worker process: :func:`mcplite.ops.serve.serve` on the event loop ``loop``
+    names, on ports shared with SO_REUSEPORT
     (or on the listening ``sockets`` the supervisor handed it), telling the supervisor
     through ``ready`` once it listens, and stopping as on SIGTERM when ``lifeline``
     ends (the supervisor is gone; the last worker out then removes the supervisor's
@@ -466,7 +483,8 @@ def _worker_main(
     status = 0
     try:
         served = load_served(target)
-        asyncio.run(
+        run_on(
+            loop,
             serve(
                 served.tools,
                 config,
@@ -475,7 +493,7 @@ def _worker_main(
                 reuse_port=sockets is None,
                 sockets=sockets,
                 announce=announce,
-            )
+            ),
         )
     except ServeError as exc:
         print(f"mcplite: error: {exc}", file=sys.stderr)

@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import h11
 
@@ -122,8 +122,9 @@ class HttpConnection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport: asyncio's own, or one of another loop's (uvloop's are
+        # not asyncio.Transport subclasses) with the same methods.
+        self.transport = transport = cast(asyncio.Transport, transport)
         server = self.server
         transport.set_write_buffer_limits(high=_HIGH_WATER)
         if len(server.connections) >= self.config.max_connections or server.draining:

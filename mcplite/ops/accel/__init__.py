@@ -10,7 +10,8 @@ multiply into a storm of log lines and wasted turns.  :func:`guard_listeners`
 makes those sockets :class:`Listener` ones, whose accept() raises
 BlockingIOError after ``per_turn`` connections and after one such failure,
 which ends that loop.  :func:`mcplite.ops.serve.guard_accept` calls it only
-while :func:`mcplite.core.accel.enabled` says so.
+while :func:`mcplite.core.accel.enabled` says so, and only on asyncio's own
+servers (not uvloop's, which accept in libuv).
 """
 
 from __future__ import annotations

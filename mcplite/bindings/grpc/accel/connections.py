@@ -75,7 +75,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from grpclib.const import Cardinality, Status
 from grpclib.const import Handler as Method
@@ -239,8 +239,9 @@ class _Connection(H2Protocol, asyncio.BufferedProtocol):
         self.data_received(self.read_into[:nbytes].tobytes())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        super().connection_made(_CoalescingTransport(transport))
+        # asyncio's own stream transport, or another loop's (uvloop's are not
+        # asyncio.Transport subclasses) with the same methods.
+        super().connection_made(_CoalescingTransport(cast(asyncio.Transport, transport)))
         assert isinstance(self.handler, _Handler)
         self.handler.processor = self.processor
         h2_connection = self.connection._connection
@@ -361,9 +362,10 @@ class LimitedServer(Server):
 
 
 def listening(server: Server) -> asyncio.AbstractServer:
-    """The asyncio server a started grpclib ``server`` listens with (``Server._server``)."""
+    """The asyncio server a started grpclib ``server`` listens with (``Server._server``;
+    uvloop's servers have its methods without being asyncio.AbstractServer subclasses)."""
     found = server._server
-    assert isinstance(found, asyncio.AbstractServer), "not started"
+    assert found is not None, "not started"
     return found
 
 
