@@ -14,6 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+#: Run by default; CI's later runs (speed paths off, uvloop, Python 3.12) leave it out.
+pytestmark = pytest.mark.bench
+
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 120.0  # seconds for one whole quick run
 
