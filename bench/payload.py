@@ -54,9 +54,9 @@ from bench.loadgen import GrpcTarget, HttpTarget, run_grpc, run_http
 from bench.payloadtools import record_list, text_of
 from bench.protogen import GeneratedStubs, generate_stubs
 from bench.report import aggregate
-from bench.servers import Pinning, ServerProcess, anchor_argv, free_port
+from bench.servers import Pinning, ServerProcess, anchor_argv, free_port, rss_kib
 
-__all__ = ["main", "run"]
+__all__ = ["add_pinning_arguments", "main", "pinning_of", "run"]
 
 ROWS = ("mcplite", "mcplite_mcp", "mcp_sdk", "mcplite_grpc", "grpcio")
 SHAPES = ("text", "records")
@@ -83,18 +83,6 @@ class Settings:
     pinning: Pinning
     startup_timeout: float
     workdir: Path
-
-
-def proc_kib(pid: int, field: str) -> int | None:
-    """A ``kB`` field of /proc/PID/status (``VmRSS``, ``VmHWM``), None if unreadable."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def jsonrpc_body(tool: str, arguments: dict[str, Any]) -> bytes:
@@ -238,7 +226,7 @@ def one_round(
         if not server.start(settings.pinning):
             return {"status": "skipped", "note": server.note, "log_tail": server.log_tail()}
         assert server.pid is not None
-        rss_start = proc_kib(server.pid, "VmRSS")
+        rss_start = rss_kib(server.pid, "VmRSS")
         port = server.ports[0]
         drive: Callable[[int, float], Any]
         if row in ("mcplite_grpc", "grpcio"):
@@ -276,8 +264,8 @@ def one_round(
             "status": "ok",
             "results": results,
             "rss_start_kib": rss_start,
-            "peak_rss_kib": proc_kib(server.pid, "VmHWM"),
-            "rss_end_kib": proc_kib(server.pid, "VmRSS"),
+            "peak_rss_kib": rss_kib(server.pid, "VmHWM"),
+            "rss_end_kib": rss_kib(server.pid, "VmRSS"),
         }
     finally:
         server.stop()
@@ -358,6 +346,28 @@ def run(settings: Settings) -> dict[str, Any]:
     return out
 
 
+def add_pinning_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cpus",
+        help="SERVER,LOAD: the cores for servers and for load (python -m bench passes its "
+        "own, as this process runs pinned to one core)",
+    )
+    parser.add_argument("--no-pin", action="store_true", help="do not use taskset")
+
+
+def pinning_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Pinning:
+    """The pinning ``--cpus`` or ``--no-pin`` asks for, else the one of this machine."""
+    if args.no_pin:
+        return Pinning(None, None)
+    if args.cpus:
+        try:
+            server_cpu, load_cpu = (int(c) for c in args.cpus.split(","))
+        except ValueError:
+            parser.error("--cpus takes two core numbers: SERVER,LOAD")
+        return Pinning(server_cpu, load_cpu)
+    return Pinning.detect()
+
+
 def parse_args(argv: list[str] | None) -> Settings:
     parser = argparse.ArgumentParser(prog="python -m bench.payload", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few-second smoke run")
@@ -373,23 +383,13 @@ def parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument(
         "--shapes", type=lambda s: s.split(","), default=list(SHAPES), help=",".join(SHAPES)
     )
-    parser.add_argument("--cpus", help="SERVER,LOAD: the cores to pin servers and load to")
-    parser.add_argument("--no-pin", action="store_true", help="do not use taskset")
+    add_pinning_arguments(parser)
     parser.add_argument("--startup-timeout", type=float, default=30.0)
     args = parser.parse_args(argv)
     unknown = {*args.rows} - {*ROWS} | {*args.shapes} - {*SHAPES}
     if unknown:
         parser.error(f"unknown row(s) or shape(s): {', '.join(sorted(unknown))}")
-    if args.no_pin:
-        pinning = Pinning(None, None)
-    elif args.cpus:
-        try:
-            server_cpu, load_cpu = (int(c) for c in args.cpus.split(","))
-        except ValueError:
-            parser.error("--cpus takes two core numbers: SERVER,LOAD")
-        pinning = Pinning(server_cpu, load_cpu)
-    else:
-        pinning = Pinning.detect()
+    pinning = pinning_of(args, parser)
     quick = args.quick
     return Settings(
         quick=quick,
