@@ -371,11 +371,11 @@ def pinning_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Pin
 def parse_args(argv: list[str] | None) -> Settings:
     parser = argparse.ArgumentParser(prog="python -m bench.payload", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few-second smoke run")
-    parser.add_argument("--duration", type=float, help="seconds per timed pass (4; quick 0.5)")
+    parser.add_argument("--duration", type=float, help="seconds per timed pass (4; quick 0.3)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds, fresh servers (2; quick 1)")
     parser.add_argument("--warmup", type=float, help="untimed seconds per server (1; quick 0)")
     parser.add_argument(
-        "--conns", type=lambda s: [int(x) for x in s.split(",")], help="(1,8; quick 1,8)"
+        "--conns", type=lambda s: [int(x) for x in s.split(",")], help="(1,8; quick 1)"
     )
     parser.add_argument(
         "--rows", type=lambda s: s.split(","), default=list(ROWS), help=",".join(ROWS)
@@ -393,10 +393,10 @@ def parse_args(argv: list[str] | None) -> Settings:
     quick = args.quick
     return Settings(
         quick=quick,
-        duration=min(max(args.duration or (0.5 if quick else 4.0), 0.2), 60.0),
+        duration=min(max(args.duration or (0.3 if quick else 4.0), 0.2), 60.0),
         rounds=min(max(args.rounds or (1 if quick else 2), 1), 10),
         warmup=args.warmup if args.warmup is not None else (0.0 if quick else 1.0),
-        conns=[min(max(c, 1), 64) for c in (args.conns or [1, 8])],
+        conns=[min(max(c, 1), 64) for c in (args.conns or ([1] if quick else [1, 8]))],
         rows=args.rows,
         shapes=args.shapes,
         pinning=pinning,

@@ -12,7 +12,9 @@
    10,000 pending promises on mcplite;
 5. scale-out: HTTP ``echo`` on mcplite with ``--workers 1`` and ``--workers 2``
    (unpinned: both cores for the server, shared with the generator), and the
-   redeem latency of each promise store (``bench.redeem``, in-process).
+   redeem latency of each promise store (``bench.redeem``, in-process);
+6. big payloads (``bench.payload``: 1 MiB each way, per server, with peak RSS) and
+   many open streams (``bench.streams``: RSS per stream, echo latency beside them).
 
 Servers run pinned to one core, generators to another; the passes of 2 and 3
 are interleaved (A B C ..., repeated ``--rounds`` times) and medians reported.
@@ -559,6 +561,26 @@ class Bench:
         argv = [sys.executable, "-m", "bench.redeem", *(["--quick"] if self.quick else [])]
         self._json_phase(argv, "redeem")
 
+    def run_payload(self) -> None:
+        """Big payloads (1 MiB each way) per server, in its own process (``bench.payload``)."""
+        self.log("big payloads ...")
+        self._json_phase([sys.executable, "-m", "bench.payload", *self._phase_args()], "payload")
+
+    def run_streams(self) -> None:
+        """Many open streams (SSE, gRPC) on mcplite, in its own process (``bench.streams``)."""
+        self.log("many streams ...")
+        self._json_phase([sys.executable, "-m", "bench.streams", *self._phase_args()], "streams")
+
+    def _phase_args(self) -> list[str]:
+        """--quick, and the cores a phase that starts its own servers pins them to."""
+        pins = self.pinning
+        cores = (
+            ["--no-pin"]
+            if pins.server_cpu is None
+            else ["--cpus", f"{pins.server_cpu},{pins.load_cpu}"]
+        )
+        return [*(["--quick"] if self.quick else []), *cores]
+
     def _json_phase(self, argv: list[str], key: str) -> bool:
         """Run a phase that prints its results as one JSON line last, pinned like a
         server; store them under ``key`` (or why not); whether it worked."""
@@ -700,6 +722,10 @@ class Bench:
                 self.run_workers()
             if not self.args.no_redeem and not self.args.no_inprocess:
                 self.run_redeem()
+            if not self.args.no_payload:
+                self.run_payload()
+            if not self.args.no_streams:
+                self.run_streams()
         finally:
             for server in self.servers:
                 server.stop()
@@ -779,6 +805,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-redeem", action="store_true", help="skip redeem latency per store (in-process)"
+    )
+    parser.add_argument(
+        "--no-payload", action="store_true", help="skip big payloads (1 MiB each way)"
+    )
+    parser.add_argument(
+        "--no-streams", action="store_true", help="skip many open streams (SSE, gRPC)"
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     args = parser.parse_args(argv)

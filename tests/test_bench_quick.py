@@ -3,7 +3,7 @@
 Each test runs ``python -m bench --quick`` as a subprocess with a bounded timeout
 (servers on 127.0.0.1, ephemeral ports, killed by the harness) and reads the JSON
 file it writes.  mcplite, every anchor and the in-process section must all
-produce figures.
+produce figures, and the big-payload and many-streams phases theirs.
 """
 
 from __future__ import annotations
@@ -84,6 +84,20 @@ def test_quick_mode_writes_figures_for_every_anchor_and_the_in_process_baseline(
     assert len(results["targets"]) >= 9
     assert "bare_h11" in results["memory"]
 
+    for shape in ("text", "records"):  # 1 MiB each way, answered whole by each server
+        for name, row in results["payload"]["shapes"][shape]["rows"].items():
+            assert row["status"] == "ok", (shape, name, row)
+            figures = next(iter(row["results"].values()))
+            assert figures["rps"] > 0 and figures["errors"] + figures["non2xx"] == 0, figures
+            assert row["peak_rss_kib"] >= row["rss_start_kib"] > 0
+    for wire in ("sse", "grpc"):  # every stream opened, then an echo beside them
+        held = results["streams"][wire]
+        assert held["status"] == "ok", held
+        assert held["opened"] == held["streams_requested"] == 500, held
+        assert held["per_stream_kib"] > 0
+        assert held["echo_beside"]["status"] == "ok", held
+    assert results["streams"]["sse"]["heartbeats_per_s"] > 0
+
 
 def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_absent(
     tmp_path: Path,
@@ -98,6 +112,8 @@ def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_abse
         "bare_h11,grpcio",
         "--no-inprocess",
         "--no-memory",
+        "--no-payload",
+        "--no-streams",
         "--no-plot",
     )
 
