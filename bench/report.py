@@ -15,6 +15,8 @@ __all__ = [
     "render",
     "render_coldstart",
     "render_manytools",
+    "render_payload",
+    "render_streams",
 ]
 
 FIGURES = ("rps", "p50_us", "p90_us", "p99_us", "p999_us")
@@ -502,6 +504,103 @@ def _workers_table(section: dict[str, Any]) -> str:
     return "\n".join([title, _load_table(section, ["mcplite --workers 1"]), tail])
 
 
+def _mib(kib: Any) -> str:
+    return _fmt(kib / 1024, 1) if isinstance(kib, int | float) else "-"
+
+
+def render_payload(section: dict[str, Any]) -> str:
+    """The big-payload table: per shape and server, the load figures at each connection
+    count, the server's RSS once started and its peak, and the ratio to the reference
+    of its wire (the MCP SDK for HTTP, grpcio for gRPC)."""
+    if "shapes" not in section:
+        return f"big payloads: n/a - {str(section.get('note', ''))[:240]}"
+    headers = ["shape", "server", "conns", "calls/s", "p50 ms", "p99 ms", "err"]
+    headers += ["RSS MiB", "peak MiB", "x mcp_sdk", "x grpcio"]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    refs = {"mcplite": "mcp_sdk", "mcplite_mcp": "mcp_sdk", "mcplite_grpc": "grpcio"}
+    for shape, entry in section["shapes"].items():
+        servers = entry.get("rows", {})
+        for name, row in servers.items():
+            if row.get("status") != "ok":
+                notes.append(f"  {shape} {name}: skipped - {str(row.get('note', ''))[:200]}")
+                continue
+            for conns, fig in row["results"].items():
+                ratios = ["-", "-"]
+                ref = refs.get(name)
+                theirs = servers.get(ref, {}).get("results", {}).get(conns, {}).get("rps")
+                if ref is not None and theirs and fig["rps"]:
+                    ratios[0 if ref == "mcp_sdk" else 1] = _fmt(fig["rps"] / theirs, 2)
+                rows.append(
+                    [
+                        shape,
+                        name,
+                        conns,
+                        _fmt(fig["rps"]),
+                        _fmt(fig["p50_us"] / 1000, 1),
+                        _fmt(fig["p99_us"] / 1000, 1),
+                        str(fig["errors"] + fig["non2xx"]),
+                        _mib(row.get("rss_start_kib")),
+                        _mib(row.get("peak_rss_kib")),
+                        *ratios,
+                    ]
+                )
+    generators = section.get("generators", {})
+    title = (
+        f"big payloads, 1 MiB each way ({section.get('duration_s')} s per pass, "
+        f"{section.get('rounds')} round(s), fresh servers; HTTP load: "
+        f"{generators.get('http', '-')}, gRPC load: {generators.get('grpc', '-')}; "
+        "limits raised: --max-body-size 8 MiB, gRPC messages 16 MiB)"
+    )
+    notes += [f"  note: {note}" for note in section.get("notes", [])]
+    return "\n".join([title, _table(headers, rows), *notes])
+
+
+def render_streams(section: dict[str, Any]) -> str:
+    """The many-streams table: per wire, the streams held, the server's RSS per stream,
+    and the echo latency alone and beside them."""
+    if "sse" not in section and "grpc" not in section:
+        return f"many streams: n/a - {str(section.get('note', ''))[:240]}"
+    headers = ["streams", "open/asked", "open s", "RSS before MiB", "RSS open MiB"]
+    headers += ["KiB/stream", "echo alone p50/p99 ms", "echo beside p50/p99 ms", "heartbeats/s"]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+
+    def latency(entry: Any) -> str:
+        if not isinstance(entry, dict) or entry.get("status") != "ok":
+            return "n/a"
+        return f"{entry['p50_ms']:.2f} / {entry['p99_ms']:.2f}"
+
+    for wire, label in (("sse", "SSE (MCP-lite)"), ("grpc", "gRPC CallToolStream")):
+        entry = section.get(wire)
+        if not entry:
+            continue
+        if entry.get("status") != "ok":
+            notes.append(f"  {label}: n/a - {str(entry.get('note', ''))[:200]}")
+            continue
+        rows.append(
+            [
+                label,
+                f"{entry.get('opened', 0)}/{entry.get('streams_requested', '-')}",
+                _fmt(entry.get("open_seconds"), 1),
+                _mib(entry.get("rss_before_kib")),
+                _mib(entry.get("rss_open_kib")),
+                _fmt(entry.get("per_stream_kib"), 2),
+                latency(entry.get("echo_alone")),
+                latency(entry.get("echo_beside")),
+                _fmt(entry.get("heartbeats_per_s"), 0) if wire == "sse" else "-",
+            ]
+        )
+        if entry.get("failed"):
+            notes.append(f"  {label}: {entry['failed']} failed; last: {entry.get('last_failure')}")
+    title = (
+        f"many streams held open on mcplite (--heartbeat {section.get('heartbeat_s')}; "
+        f"echo: {section.get('calls')} calls, one at a time)"
+    )
+    notes += [f"  note: {note}" for note in section.get("notes", [])]
+    return "\n".join([title, _table(headers, rows), *notes])
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     parts = [
@@ -531,6 +630,10 @@ def render(results: dict[str, Any]) -> str:
         parts += ["", render_coldstart(results["coldstart"])]
     if results.get("manytools"):
         parts += ["", render_manytools(results["manytools"])]
+    if results.get("payload"):
+        parts += ["", render_payload(results["payload"])]
+    if results.get("streams"):
+        parts += ["", render_streams(results["streams"])]
     checks = results.get("targets", [])
     if checks:
         rows = [

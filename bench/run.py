@@ -13,7 +13,12 @@
 5. scale-out: HTTP ``echo`` on mcplite with ``--workers 1`` and ``--workers 2``
    (unpinned: both cores for the server, shared with the generator), and the
    promise round trip and wake-up of each promise store (``bench.redeem``, with
-   a waiter in a second process).
+   a waiter in a second process);
+6. cold starts (``bench.coldstart``: process start to first answer, and RSS, of
+   mcplite stdio and serve, the SDK and fastmcp) and a thousand tools
+   (``bench.manytools``: start and ``tools/list``);
+7. big payloads (``bench.payload``: 1 MiB each way, per server, with peak RSS) and
+   many open streams (``bench.streams``: RSS per stream, echo latency beside them).
 
 Servers run pinned to one core, generators to another; the passes of 2 and 3
 are interleaved (A B C ..., repeated ``--rounds`` times) and medians reported.
@@ -590,6 +595,26 @@ class Bench:
         argv = [sys.executable, "-m", "bench.manytools", *(["--quick"] if self.quick else [])]
         self._json_phase(argv, "manytools")
 
+    def run_payload(self) -> None:
+        """Big payloads (1 MiB each way) per server, in its own process (``bench.payload``)."""
+        self.log("big payloads ...")
+        self._json_phase([sys.executable, "-m", "bench.payload", *self._phase_args()], "payload")
+
+    def run_streams(self) -> None:
+        """Many open streams (SSE, gRPC) on mcplite, in its own process (``bench.streams``)."""
+        self.log("many streams ...")
+        self._json_phase([sys.executable, "-m", "bench.streams", *self._phase_args()], "streams")
+
+    def _phase_args(self) -> list[str]:
+        """--quick, and the cores a phase that starts its own servers pins them to."""
+        pins = self.pinning
+        cores = (
+            ["--no-pin"]
+            if pins.server_cpu is None
+            else ["--cpus", f"{pins.server_cpu},{pins.load_cpu}"]
+        )
+        return [*(["--quick"] if self.quick else []), *cores]
+
     def _json_phase(self, argv: list[str], key: str) -> bool:
         """Run a phase that prints its results as one JSON line last, pinned like a
         server; store them under ``key`` (or why not); whether it worked."""
@@ -739,6 +764,10 @@ class Bench:
                 self.run_coldstart()
             if not self.args.no_manytools:
                 self.run_manytools()
+            if not self.args.no_payload:
+                self.run_payload()
+            if not self.args.no_streams:
+                self.run_streams()
         finally:
             for server in self.servers:
                 server.stop()
@@ -831,6 +860,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-manytools", action="store_true", help="skip start and tools/list with 1,000 tools"
+    )
+    parser.add_argument(
+        "--no-payload", action="store_true", help="skip big payloads (1 MiB each way)"
+    )
+    parser.add_argument(
+        "--no-streams", action="store_true", help="skip many open streams (SSE, gRPC)"
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     args = parser.parse_args(argv)

@@ -106,12 +106,13 @@ def wait_for_port(port: int, deadline: float, proc: subprocess.Popen[bytes] | No
     return False
 
 
-def rss_kib(pid: int) -> int | None:
-    """VmRSS of ``pid`` in KiB from /proc/PID/status (None if unavailable)."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int | None:
+    """VmRSS (or another KiB ``field`` of /proc/PID/status, such as ``VmHWM``, the peak
+    RSS) of ``pid`` in KiB (None if unavailable)."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         return None

@@ -2,8 +2,8 @@
 
 Each test runs ``python -m bench --quick`` as a subprocess with a bounded timeout
 (servers on 127.0.0.1, ephemeral ports, killed by the harness) and reads the JSON
-file it writes.  mcplite, every anchor, the in-process section, the cold starts
-and the many-tools lists must all produce figures.
+file it writes.  mcplite, every anchor, the in-process section, the cold starts,
+the many-tools lists, the big payloads and the many streams must all produce figures.
 """
 
 from __future__ import annotations
@@ -125,6 +125,20 @@ def test_quick_mode_writes_figures_for_every_anchor_and_the_in_process_baseline(
     assert many["servers"]["mcplite"]["tools_listed"] == many["tools"]
     assert many["servers"]["mcplite"]["lite"]["median_ms"] > 0
 
+    for shape in ("text", "records"):  # 1 MiB each way, answered whole by each server
+        for name, row in results["payload"]["shapes"][shape]["rows"].items():
+            assert row["status"] == "ok", (shape, name, row)
+            figures = next(iter(row["results"].values()))
+            assert figures["rps"] > 0 and figures["errors"] + figures["non2xx"] == 0, figures
+            assert row["peak_rss_kib"] >= row["rss_start_kib"] > 0
+    for wire in ("sse", "grpc"):  # every stream opened, then an echo beside them
+        held = results["streams"][wire]
+        assert held["status"] == "ok", held
+        assert held["opened"] == held["streams_requested"] == 500, held
+        assert held["per_stream_kib"] > 0
+        assert held["echo_beside"]["status"] == "ok", held
+    assert results["streams"]["sse"]["heartbeats_per_s"] > 0
+
 
 def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_absent(
     tmp_path: Path,
@@ -141,6 +155,8 @@ def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_abse
         "--no-memory",
         "--no-coldstart",
         "--no-manytools",
+        "--no-payload",
+        "--no-streams",
         "--no-plot",
     )
 

@@ -409,6 +409,49 @@ def test_a_streamed_part_has_no_meta(proto: str) -> None:
     assert decode_tool_response(data) == ({"partial": "Quarterly Report"}, None)
 
 
+# Strings of 4 KiB and more, and Structs and lists whose payload is, are written as
+# pieces joined once (not copied into each enclosing message): the same bytes.
+LONG_TEXT = st.text(min_size=1, max_size=4).map(lambda s: s * 1100)  # 1,100 to 17,600 bytes
+LONG_VALUES = st.recursive(
+    JSON_SCALARS | LONG_TEXT | st.lists(st.integers(-(2**53), 2**53), min_size=400, max_size=450),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.text(max_size=8), LONG_VALUES, max_size=3))
+def test_long_strings_and_long_lists_interoperate_with_official_protobuf_both_ways(
+    obj: dict[str, Any],
+) -> None:
+    official = struct_pb2.Struct.FromString(encode_struct(obj))
+    assert to_python(official) == obj
+    assert decode_struct(official.SerializeToString()) == obj
+    assert official_value(encode_value(obj)) == obj
+
+
+@pytest.mark.parametrize("proto", ["ours", "spec"])
+def test_a_result_of_a_mebibyte_parses_with_either_proto_and_decodes_back(proto: str) -> None:
+    text = "Grüße, \u4e16\u754c! " * (1 << 16)  # 1.3 MiB of UTF-8, multi-byte characters in it
+    records = [{"id": i, "name": f"record {i}", "tags": ["a", "b"]} for i in range(20_000)]
+    result = {"content": [{"type": "text", "text": text}, {"records": records}]}
+    data = encode_tool_response(result, FULL_META)
+    response = protos()[proto].cls("ToolResponse").FromString(data)
+    assert to_python(response.result) == result
+    assert response.meta.promise_token == FULL_META.promise_token
+    assert decode_tool_response(data) == (result, FULL_META)
+    assert decode_tool_response(response.SerializeToString())[0] == result
+
+
+def test_a_long_string_that_is_not_valid_utf8_is_malformed() -> None:
+    data = bytearray(encode_value("x" * 5000))
+    data[-1] = 0xFF
+    with pytest.raises(CodecError, match="not valid UTF-8"):
+        decode_value(bytes(data))
+
+
 def test_an_answer_with_default_meta_still_has_meta_set() -> None:
     data = encode_tool_response({}, ResponseMeta())
     response = protos()["spec"].cls("ToolResponse").FromString(data)

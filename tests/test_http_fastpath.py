@@ -14,7 +14,7 @@ if not accel.on():
         allow_module_level=True,
     )
 
-from mcplite.bindings.http.accel.responses import fast_response, send_fast
+from mcplite.bindings.http.accel.responses import fast_head, send_fast
 from mcplite.bindings.http.statuses import REASONS
 
 REQUEST = (
@@ -80,14 +80,14 @@ def test_the_fast_path_writes_h11s_bytes_and_state(
 )
 def test_an_answer_off_the_common_path_is_left_to_h11(request_bytes: bytes) -> None:
     conn = _received(request_bytes)
-    assert fast_response(conn, 200, [], b"{}") is None
+    assert fast_head(conn, 200, [], 2) is None
     assert conn.our_state is h11.SEND_RESPONSE  # untouched: the caller sends events
 
 
 def test_the_common_answer_takes_the_fast_path() -> None:
     conn = _received()
-    written = fast_response(conn, 200, [(b"content-type", b"application/json")], b"{}")
-    assert written is not None and written.endswith(b"content-length: 2\r\n\r\n{}")
+    head = fast_head(conn, 200, [(b"content-type", b"application/json")], 2)
+    assert head is not None and head.endswith(b"content-length: 2\r\n\r\n")
     assert conn.our_state is h11.DONE
     # Once answered, nothing more.
-    assert fast_response(conn, 200, [], b"") is None
+    assert fast_head(conn, 200, [], 0) is None

@@ -156,6 +156,26 @@ def test_an_oversized_body_announced_with_expect_100_continue_gets_413_not_100(
     assert_still_serving(server)
 
 
+def test_long_bodies_within_a_raised_limit_are_answered_whole_on_one_connection(
+    serve: StartServer,
+) -> None:
+    server = serve(max_body_size=4 << 20)
+    # 3 MiB of request (JSON escapes) and 1 MiB of UTF-8 answer; then a short one.
+    texts = ["é" * (1 << 19), "x" * ((1 << 20) + 7), "short"]
+    # A small receive buffer: the answer arrives while the server is still writing it.
+    with connect(server.port, RECV, rcvbuf=16384) as sock:
+        reader = RawHttp(sock)
+        for i, text in enumerate(texts):
+            sock.sendall(request_bytes(BASE + "/rpc", call_message("echo", {"text": text}, i)))
+            response = reader.read_response()
+            assert response.status == 200
+            assert response.head.header("content-length") == str(len(response.body))
+            reply = response.json()
+            assert reply["id"] == i
+            assert reply["result"]["content"][0]["text"] == text
+    assert_still_serving(server)
+
+
 # --- header size: 431 ---------------------------------------------------------
 
 

@@ -189,6 +189,14 @@ def make_tools(gates: Gates) -> Tools:
         roots = answers["size"]["roots"]
         return [content.text(f"{color} with {len(roots)} roots after {ctx.request_state}")]
 
+    @tools.tool
+    async def rows(count: int, note: str = "") -> dict[str, Any]:
+        """Plain data: ``count`` rows (about 60 bytes of JSON each) and a note."""
+        return {
+            "rows": [{"id": i, "name": f"row {i}", "city": "Zürich"} for i in range(count)],
+            "note": note,
+        }
+
     return tools
 
 
@@ -384,6 +392,7 @@ def test_tools_list_carries_result_type_caching_hints_and_only_the_users_tools(
         "confirm",
         "greet",
         "survey",
+        "rows",
     ]
     echo = result["tools"][0]
     assert echo["description"] == "Return the text unchanged."
@@ -397,6 +406,24 @@ def test_a_tool_call_answers_a_complete_result_with_content_blocks(server: Runni
     assert result["content"] == [{"type": "text", "text": "héllo"}]
     assert result["isError"] is False
     assert result["_meta"][SERVER_INFO_KEY]["version"] == __version__
+
+
+@pytest.mark.parametrize(("count", "note"), [(3, "é"), (20_000, "é"), (3, "a\ud800b")])
+def test_plain_data_is_one_text_block_of_its_json_and_the_data_itself(
+    server: RunningServer, count: int, note: str
+) -> None:
+    # 20,000 rows: over a MiB of JSON; a lone surrogate: JSON text that cannot be UTF-8,
+    # written with its escape (the text block stays ASCII).
+    result = modern(
+        server, "tools/call", {"name": "rows", "arguments": {"count": count, "note": note}}
+    )
+    data = result["structuredContent"]
+    assert len(data["rows"]) == count and data["note"] == note
+    assert data["rows"][-1] == {"id": count - 1, "name": f"row {count - 1}", "city": "Zürich"}
+    [block] = result["content"]
+    assert block["type"] == "text"
+    assert json.loads(block["text"]) == data
+    assert block["text"].isascii() == ("\ud800" in note)
 
 
 def test_a_notification_is_accepted_with_202_and_no_body(server: RunningServer) -> None:

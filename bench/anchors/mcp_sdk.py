@@ -6,7 +6,13 @@ with one worker and no access log.  Endpoint: ``POST /mcp``; the client must sen
 ``Accept: application/json, text/event-stream``; with ``mcp-protocol-version:
 2025-06-18`` the SDK takes its stateless 2025 path without an ``initialize``.
 
-Run: ``python bench/anchors/mcp_sdk.py --port 8080 [--arg text]``
+With ``--payload`` it also serves the tools of the big-payload phase as
+``bench.payloadtools`` defines them: ``big_text(text: str) -> str`` (unstructured:
+one text block, as mcplite answers a string) and ``big_records(records:
+list[Record]) -> dict`` (the records checked by pydantic; one JSON text block and
+``structuredContent``, as mcplite answers plain data on MCP).
+
+Run: ``python bench/anchors/mcp_sdk.py --port 8080 [--arg text] [--payload]``
 """
 
 from __future__ import annotations
@@ -17,7 +23,34 @@ import logging
 from typing import Any
 
 
-def build_app(arg: str) -> Any:
+def add_payload_tools(server: Any) -> None:
+    """``big_text`` and ``big_records``, the tools of ``bench.payloadtools`` (not imported
+    here: it would load mcplite into this process and its memory figures)."""
+    from typing_extensions import TypedDict  # pydantic wants it on Python < 3.12
+
+    class Record(TypedDict):
+        id: int
+        name: str
+        email: str
+        score: float
+        active: bool
+        tags: list[str]
+        note: str
+
+    async def big_text(text: str) -> str:
+        return text
+
+    async def big_records(records: list[Record]) -> dict[str, Any]:
+        return {"records": records}
+
+    # This module's annotations are strings (the __future__ import) naming a local class.
+    big_records.__annotations__ = {"records": list[Record], "return": dict[str, Any]}
+
+    server.tool(name="big_text", description="Answer text.", structured_output=False)(big_text)
+    server.tool(name="big_records", description="Answer the records.")(big_records)
+
+
+def build_app(arg: str, payload: bool = False) -> Any:
     import importlib
 
     try:  # mcp 2.x
@@ -36,6 +69,8 @@ def build_app(arg: str) -> Any:
     )
     echo.__annotations__ = {arg: str, "return": str}
     server.tool(name="echo", description="Echo the text back.")(echo)
+    if payload:
+        add_payload_tools(server)
     return server.streamable_http_app(stateless_http=True, json_response=True)
 
 
@@ -44,12 +79,13 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--arg", default="text", help="name of the echo argument")
+    parser.add_argument("--payload", action="store_true", help="serve big_text and big_records")
     args = parser.parse_args()
     import uvicorn
 
     logging.getLogger("mcp").setLevel(logging.WARNING)
     uvicorn.run(
-        build_app(args.arg),
+        build_app(args.arg, args.payload),
         host=args.host,
         port=args.port,
         workers=1,

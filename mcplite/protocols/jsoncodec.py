@@ -1,9 +1,9 @@
 """JSON text <-> values, as every JSON binding reads and writes it.
 
 :func:`encode` writes compact UTF-8 (what a tool may return beyond plain JSON:
-dataclasses, enums, dates, sets); :func:`decode` reads a body strictly (RFC
-8259: no NaN or Infinity) and reports anything unparsable as a
-:class:`~mcplite.core.errors.ParseError`.
+dataclasses, enums, dates, sets), :func:`encode_text` the same JSON as text;
+:func:`decode` reads a body strictly (RFC 8259: no NaN or Infinity) and reports
+anything unparsable as a :class:`~mcplite.core.errors.ParseError`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, cast
 from ..core.accel import enabled
 from ..core.errors import ParseError
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "encode", "encode_text"]
 
 
 def _default(value: Any) -> Any:
@@ -66,6 +66,21 @@ def encode(obj: Any) -> bytes:
         return _encoder.encode(obj).encode()
     except UnicodeEncodeError:
         return _ascii_encode(obj).encode()
+    except RecursionError:
+        raise ValueError("nested too deeply, or circular") from None
+
+
+def encode_text(obj: Any) -> str:
+    """The JSON :func:`encode` writes, as text: for JSON that goes inside other text
+    (an MCP text block, an SSE frame) without a round trip through bytes, which
+    copied it twice.  Raises as :func:`encode`."""
+    try:
+        text = "".join(_c_encode(obj, 0)) if _c_encode is not None else _encoder.encode(obj)
+        if not text.isascii():
+            text.encode()  # a lone surrogate has no UTF-8: escaped below, as encode does
+        return text
+    except UnicodeEncodeError:
+        return _ascii_encode(obj)
     except RecursionError:
         raise ValueError("nested too deeply, or circular") from None
 

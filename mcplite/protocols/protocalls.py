@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .protostruct import (
+    Pieces,
     encode_struct,
     read_struct,
+    struct_payload,
     write_struct,
 )
 from .prototags import (
@@ -166,7 +168,13 @@ def encode_tool_response(result: Mapping[Any, Any] | None, meta: ResponseMeta | 
     if result is not None:
         if type(result) is not dict and not isinstance(result, Mapping):
             raise TypeError(f"a Struct is made from a dict, not {type(result).__name__}")
-        out = length_delimited(RESPONSE_RESULT_B, write_struct(result, 1))
+        payload = struct_payload(result, 1)
+        if isinstance(payload, Pieces):  # a long one: its pieces and the meta joined once
+            pieces = payload.prefixed(RESPONSE_RESULT_B)
+            if meta is not None:
+                pieces.append(length_delimited(RESPONSE_META_B, _enc_meta(meta)))
+            return b"".join(pieces)
+        out = length_delimited(RESPONSE_RESULT_B, payload)
     if meta is not None:
         out += length_delimited(RESPONSE_META_B, _enc_meta(meta))
     return out

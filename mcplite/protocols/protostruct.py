@@ -70,11 +70,13 @@ from .protowire import (
 )
 
 __all__ = [
+    "Pieces",
     "decode_struct",
     "decode_value",
     "encode_struct",
     "encode_value",
     "read_struct",
+    "struct_payload",
     "write_struct",
 ]
 
@@ -126,12 +128,60 @@ def _key_field(key: Any) -> bytes:
     return field
 
 
-def write_struct(obj: Mapping[Any, Any], depth: int) -> bytes:
-    """Struct payload: one ``fields`` map entry per item; ``depth`` is the nesting of
-    ``obj`` (1 for a message's own Struct field).  Raises as :func:`encode_struct`."""
+# A long payload is not copied into each message that encloses it.  Each message is
+# made as bytes, and prefixed with its tag and length by the one around it, which
+# copies it once per level: cheap for small ones, but a long string in a tool's result
+# was copied eight times (a few milliseconds for a MiB).  So a string whose UTF-8 is
+# _LONG bytes or more, and a Struct or list whose payload is, stay Pieces: the
+# enclosing messages put their heads before them, and the message is joined once, at
+# the end.
+
+
+class Pieces(list[bytes]):
+    """A payload too long to copy into each enclosing message: its pieces, in order, to
+    be joined once, and ``size``, their total length."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, pieces: list[bytes], size: int) -> None:
+        super().__init__(pieces)
+        self.size = size
+
+    def prefixed(self, tag: bytes) -> Pieces:
+        """These pieces as the payload of the length-delimited field ``tag``."""
+        n = self.size
+        head = tag + (SMALL_VARINTS[n] if n < 0x80 else varint(n))
+        self.insert(0, head)
+        self.size += len(head)
+        return self
+
+
+#: Bytes (of a string's UTF-8, or of a Struct or list payload) from which a payload
+#: stays :class:`Pieces`.
+_LONG = 1 << 12
+
+
+def _long_string(raw: bytes) -> Pieces:
+    """The Value payload of a long string: its UTF-8 a piece of its own."""
+    return Pieces([raw], len(raw)).prefixed(VALUE_STRING_B)
+
+
+def _delimited(tag: bytes, payload: bytes | Pieces) -> bytes | Pieces:
+    """The length-delimited field ``tag`` around ``payload``."""
+    if isinstance(payload, Pieces):
+        return payload.prefixed(tag)
+    return length_delimited(tag, payload)
+
+
+def struct_payload(obj: Mapping[Any, Any], depth: int) -> bytes | Pieces:
+    """Struct payload: one ``fields`` map entry per item, as bytes or (when long)
+    :class:`Pieces`; ``depth`` is the nesting of ``obj`` (1 for a message's own Struct
+    field).  Raises as :func:`encode_struct`."""
     if depth > MAX_DEPTH:
         raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
-    out = []
+    out: list[bytes] = []
+    pieces = False
+    value_msg: bytes | Pieces
     for key, value in obj.items():
         key_field = _KEY_CACHE.get(key) if type(key) is str else None
         if key_field is None:
@@ -139,43 +189,88 @@ def write_struct(obj: Mapping[Any, Any], depth: int) -> bytes:
         if type(value) is str:  # the common case, inlined
             raw = value.encode()
             n = len(raw)
+            if n >= _LONG:
+                _splice_entry(out, key_field, _long_string(raw))
+                pieces = True
+                continue
             value_msg = VALUE_STRING_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + raw
         else:
             value_msg = _enc_value(value, depth)
+            if isinstance(value_msg, Pieces):
+                _splice_entry(out, key_field, value_msg)
+                pieces = True
+                continue
         n = len(value_msg)
         entry = (
             key_field + ENTRY_VALUE_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + value_msg
         )
         n = len(entry)
         out.append(STRUCT_FIELDS_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + entry)
-    return b"".join(out)
+    if pieces:
+        return Pieces(out, sum(map(len, out)))
+    payload = b"".join(out)
+    return payload if len(payload) < _LONG else Pieces([payload], len(payload))
 
 
-def _enc_list(items: Iterable[Any], depth: int) -> bytes:
+def _splice_entry(out: list[bytes], key_field: bytes, value_msg: Pieces) -> None:
+    """Append a ``fields`` entry whose value is Pieces: its head, then the pieces."""
+    n = value_msg.size
+    entry = key_field + ENTRY_VALUE_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n))
+    n += len(entry)
+    out.append(STRUCT_FIELDS_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + entry)
+    out += value_msg
+
+
+def write_struct(obj: Mapping[Any, Any], depth: int) -> bytes:
+    """:func:`struct_payload` as bytes."""
+    payload = struct_payload(obj, depth)
+    return b"".join(payload) if isinstance(payload, Pieces) else payload
+
+
+def _enc_list(items: Iterable[Any], depth: int) -> bytes | Pieces:
     """ListValue payload: one ``values`` entry per item."""
     if depth > MAX_DEPTH:
         raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
-    out = []
+    out: list[bytes] = []
+    pieces = False
     for item in items:
         value_msg = _enc_value(item, depth)
+        if type(value_msg) is not bytes:  # Pieces: spliced in after the item's head
+            assert isinstance(value_msg, Pieces)
+            n = value_msg.size
+            out.append(LIST_VALUES_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)))
+            out += value_msg
+            pieces = True
+            continue
         n = len(value_msg)
         out.append(LIST_VALUES_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + value_msg)
-    return b"".join(out)
+    if pieces:
+        return Pieces(out, sum(map(len, out)))
+    payload = b"".join(out)
+    return payload if len(payload) < _LONG else Pieces([payload], len(payload))
 
 
-def _enc_value(value: Any, depth: int) -> bytes:
+def _enc_value(value: Any, depth: int) -> bytes | Pieces:
     """Value payload: exactly one ``kind`` field (oneof members are always written)."""
     kind = type(value)
     if kind is str:
-        return text_field(VALUE_STRING_B, value)
+        raw: bytes = value.encode()
+        n = len(raw)
+        if n < _LONG:
+            return VALUE_STRING_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + raw
+        return _long_string(raw)
     if kind is dict:
-        payload = write_struct(value, depth + 1)
-        n = len(payload)
-        return VALUE_STRUCT_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + payload
+        payload = struct_payload(value, depth + 1)
+        if type(payload) is bytes:
+            n = len(payload)
+            return VALUE_STRUCT_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + payload
+        return _delimited(VALUE_STRUCT_B, payload)
     if kind is list or kind is tuple:
         payload = _enc_list(value, depth + 1)
-        n = len(payload)
-        return VALUE_LIST_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + payload
+        if type(payload) is bytes:
+            n = len(payload)
+            return VALUE_LIST_B + (SMALL_VARINTS[n] if n < 0x80 else varint(n)) + payload
+        return _delimited(VALUE_LIST_B, payload)
     if kind is bool:
         return _VALUE_TRUE if value else _VALUE_FALSE
     if kind is float:
@@ -185,16 +280,17 @@ def _enc_value(value: Any, depth: int) -> bytes:
     if value is None:
         return _VALUE_NONE
     # Subclasses (str enums, IntEnum, OrderedDict, named tuples): same as their base.
-    if isinstance(value, str):
-        return text_field(VALUE_STRING_B, value)  # its own text, as json.dumps writes it
+    if isinstance(value, str):  # its own text, as json.dumps writes it
+        raw = value.encode()
+        return length_delimited(VALUE_STRING_B, raw) if len(raw) < _LONG else _long_string(raw)
     if isinstance(value, bool):
         return _VALUE_TRUE if value else _VALUE_FALSE
     if isinstance(value, int | float):
         return VALUE_NUMBER_B + _pack_double(_as_double(value))
     if isinstance(value, dict):
-        return length_delimited(VALUE_STRUCT_B, write_struct(value, depth + 1))
+        return _delimited(VALUE_STRUCT_B, struct_payload(value, depth + 1))
     if isinstance(value, list | tuple):
-        return length_delimited(VALUE_LIST_B, _enc_list(value, depth + 1))
+        return _delimited(VALUE_LIST_B, _enc_list(value, depth + 1))
     raise TypeError(f"{type(value).__name__} is not a JSON value; cannot put it in a Struct")
 
 
@@ -224,7 +320,8 @@ def encode_value(value: Any) -> bytes:
 
     Raises as :func:`encode_struct`.
     """
-    return _enc_value(value, 0)
+    message = _enc_value(value, 0)
+    return b"".join(message) if isinstance(message, Pieces) else message
 
 
 # --- decoding Struct / Value / ListValue -----------------------------------------
@@ -271,8 +368,12 @@ def _decode(
                 if n >= 0x80:
                     n, i = varint_tail(data, i, n)
                 if in_value:  # a repeated member: the last one wins, messages merge
-                    if tag == VALUE_STRING:
-                        value = data[i : i + n].decode()
+                    if tag == VALUE_STRING:  # a long one decoded in place, not sliced first
+                        value = (
+                            data[i : i + n].decode()
+                            if n < _LONG
+                            else str(memoryview(data)[i : i + n], "utf-8")
+                        )
                     elif tag == VALUE_STRUCT:
                         if type(value) is not dict:
                             value = {}

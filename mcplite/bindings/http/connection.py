@@ -30,7 +30,7 @@ from ...core.errors import ShuttingDown
 from ...core.observe import CLIENT_GONE
 from ...core.runner import EAGER_TASKS, start_task
 from .admission import Refusal, Verification
-from .framing import Connection, fast_response, header_fields, unread
+from .framing import Connection, fast_head, header_fields, unread
 from .messages import EventStream, Request, Response, StreamingResponse
 from .routes import Route
 from .statuses import JSON, REASONS, error_body, retry_after
@@ -49,6 +49,9 @@ _CLIENT_CLOSED = 499
 # Unsent output above which a connection takes no further request (and reads
 # no more) until the client has read some: the bound of its memory.
 _HIGH_WATER = 64 * 1024
+# A body this long or longer is written apart from its head: one more send, and
+# no copy of it made to put the head in front.
+_APART = 64 * 1024
 # A lingering close reads and drops at most this much, for at most this long
 # (or the request timeout, if shorter).
 _LINGER_BYTES = 4 * 1024 * 1024
@@ -606,20 +609,31 @@ class HttpConnection(asyncio.Protocol):
             # The common answer (a keep-alive HTTP/1.1 POST answered with a known
             # length): with the speed paths on, the bytes h11 would write, without
             # its event objects (see mcplite.bindings.http.accel.responses).
-            out = fast_response(conn, status, headers, body)
-            if out is not None:
-                self._write(out)
+            head = fast_head(conn, status, headers, len(body))
+            if head is not None:
+                self._write_message(head, body)
                 return
         headers = [*headers, (b"content-length", b"%d" % len(body))]
         if self.server.draining:
             headers.append((b"connection", b"close"))
-        out = conn.send(h11.Response(status_code=status, headers=headers, reason=REASONS[status]))
+        head = conn.send(h11.Response(status_code=status, headers=headers, reason=REASONS[status]))
+        data = b""
         # RFC 9110 section 9.3.2: a HEAD response has the headers a GET would get
         # (its Content-Length too) and no body.
         if body and (request is None or request.method != b"HEAD"):
-            out += conn.send(h11.Data(data=body))
-        out += conn.send(h11.EndOfMessage())
-        self._write(out)
+            # The body itself, not a copy (Content-Length framing adds nothing around it).
+            data = b"".join(conn.send_with_data_passthrough(h11.Data(data=body)) or ())
+        self._write_message(head or b"", data, conn.send(h11.EndOfMessage()) or b"")
+
+    def _write_message(self, head: bytes, body: bytes, end: bytes = b"") -> None:
+        """A response's head, body and end: one write when the body is short, else
+        each apart, so that a long body is not copied to put its head in front."""
+        if len(body) < _APART:
+            self._write(head + body + end)
+        else:
+            self._write(head)
+            self._write(body)
+            self._write(end)
 
     def _send_error(
         self,

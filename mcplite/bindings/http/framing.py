@@ -23,7 +23,7 @@ import h11
 from . import accel
 from .messages import header_dict
 
-__all__ = ["Connection", "fast_response", "header_fields", "unread"]
+__all__ = ["Connection", "fast_head", "header_fields", "unread"]
 
 
 class _Unread:
@@ -59,7 +59,7 @@ def _plain_header_fields(request: h11.Request) -> dict[bytes, bytes]:
 
 
 def _no_shortcut(
-    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], length: int
 ) -> bytes | None:
     return None
 
@@ -71,9 +71,10 @@ Connection: type[h11.Connection] = h11.Connection
 unread: Callable[[h11.Connection], Sized] = _plain_unread
 #: ``header_fields(request)``: its headers by lowercase name (:func:`header_dict`).
 header_fields: Callable[[h11.Request], dict[bytes, bytes]] = _plain_header_fields
-#: ``fast_response(conn, status, headers, body)``: the bytes of a keep-alive POST's
-#: answer with h11 moved through it, or None (then send it as events).
-fast_response: Callable[[h11.Connection, int, list[tuple[bytes, bytes]], bytes], bytes | None] = (
+#: ``fast_head(conn, status, headers, length)``: the head of a keep-alive POST's answer
+#: of ``length`` body bytes, with h11 moved through the whole answer (the caller writes
+#: the body after it), or None (then send it as events).
+fast_head: Callable[[h11.Connection, int, list[tuple[bytes, bytes]], int], bytes | None] = (
     _no_shortcut
 )
 
@@ -83,4 +84,4 @@ if accel.on():
     Connection = cycle.ServerConnection
     unread = cycle.unread
     header_fields = heads.header_fields
-    fast_response = responses.fast_response
+    fast_head = responses.fast_head

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...protocols.jsonrpc import encode
+from ...protocols.jsoncodec import encode_text
 
 __all__ = ["HEADERS", "frame", "frame_json"]
 
@@ -30,4 +30,4 @@ def frame(event: str, data: str) -> bytes:
 
 
 def frame_json(event: str, payload: Any) -> bytes:
-    return frame(event, encode(payload).decode())
+    return frame(event, encode_text(payload))

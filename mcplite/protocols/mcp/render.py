@@ -37,7 +37,7 @@ from ...core.outcomes import (
     MoreResources,
     ResponseType,
 )
-from ..jsoncodec import encode
+from ..jsoncodec import encode_text
 from ..shapes import CallToolResult
 
 __all__ = ["call_result"]
@@ -52,7 +52,7 @@ def _block(item: Any) -> dict[str, Any]:
         return block
     if isinstance(item, str):
         return text_block(item)
-    return text_block(encode(item).decode())
+    return text_block(encode_text(item))
 
 
 def _plain(value: Any) -> Any:
@@ -76,7 +76,7 @@ def call_result(result: Result, modern: bool = False) -> CallToolResult:
         value = outcome.value
         if value is not None and not any(is_block(item) for item in items):
             # Plain data: one JSON text block, and the data itself as structuredContent.
-            out = {"content": [text_block(encode(_plain(value)).decode())]}
+            out = {"content": [text_block(encode_text(_plain(value)))]}
             if structured is None:
                 structured = _plain(value)
         else:

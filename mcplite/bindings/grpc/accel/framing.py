@@ -180,5 +180,9 @@ class LeanH2Connection(H2Connection):
         if end_stream:
             machine.process_input(StreamInputs.SEND_END_STREAM)
         stream.outbound_flow_control_window -= size
-        self._data_to_send += _frame(_DATA, _END_STREAM if end_stream else 0, stream_id, data)
+        # The frame's header, then its data: each added to h2's buffer, the data not
+        # first copied behind the header.
+        flags = _END_STREAM if end_stream else 0
+        self._data_to_send += _FRAME_HEAD.pack(size >> 8, size & 0xFF, _DATA, flags, stream_id)
+        self._data_to_send += data
         self.outbound_flow_control_window -= size

@@ -8,7 +8,7 @@ headers that are valid) the bytes are known: :func:`send_fast` writes them, and
 tells h11's state machine what it must still know (that the response went out,
 its framing, its end) through ``Connection._process_event``.  Anything else
 (HEAD, HTTP/1.0, a closing connection) goes through ``conn.send``; see
-:func:`fast_response`.  ``tests/test_http_fastpath.py`` checks both give the
+:func:`fast_head`.  ``tests/test_http_fastpath.py`` checks both give the
 same bytes and leave h11 in the same state.
 
 h11 internals used (only on the versions :mod:`mcplite.bindings.http.accel`
@@ -21,7 +21,7 @@ import h11
 
 from ..statuses import REASONS
 
-__all__ = ["fast_response", "send_fast"]
+__all__ = ["fast_head", "send_fast", "send_head"]
 
 #: What h11's state machine is told of a response send_fast writes: its framing
 #: (a Content-Length) and that it keeps the connection alive.  The status and the
@@ -33,24 +33,31 @@ _STATUS_LINES = {
 }
 
 
-def send_fast(
-    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+def send_head(
+    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], length: int
 ) -> bytes:
-    """A response's bytes, exactly as ``conn.send`` would write them for a keep-alive
-    HTTP/1.1 POST (status line, the headers in order, Content-Length last, the
-    body), with h11's state advanced through the response and its end.  The
-    caller knows the request was such a POST; raises h11.LocalProtocolError when
-    h11 is not waiting for a response."""
+    """The head of a response whose body is ``length`` bytes, exactly as ``conn.send``
+    would write it for a keep-alive HTTP/1.1 POST (status line, the headers in order,
+    Content-Length last), with h11's state advanced through the response and its
+    end: the caller writes the body after it.  The caller knows the request was such
+    a POST; raises h11.LocalProtocolError when h11 is not waiting for a response."""
     conn._process_event(h11.SERVER, _FRAMED)
     conn._process_event(h11.SERVER, _END)
     head = _STATUS_LINES[status] + b"".join([b"%s: %s\r\n" % header for header in headers])
-    return head + b"content-length: %d\r\n\r\n" % len(body) + body
+    return head + b"content-length: %d\r\n\r\n" % length
 
 
-def fast_response(
+def send_fast(
     conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+) -> bytes:
+    """:func:`send_head` followed by the body: the whole response's bytes."""
+    return send_head(conn, status, headers, len(body)) + body
+
+
+def fast_head(
+    conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], length: int
 ) -> bytes | None:
-    """:func:`send_fast` when the connection is on the common answer's path (h11
+    """:func:`send_head` when the connection is on the common answer's path (h11
     waits for the response of an HTTP/1.1 request and keeps the connection
     alive), else None and h11 untouched; the caller checks the request was a POST."""
     if (
@@ -58,5 +65,5 @@ def fast_response(
         and conn.their_http_version == b"1.1"
         and conn._cstate.keep_alive
     ):
-        return send_fast(conn, status, headers, body)
+        return send_head(conn, status, headers, length)
     return None
