@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import gc
 import json
 import json.scanner
 import sys
@@ -100,6 +101,25 @@ _decode = _decoder.decode
 _scan = json.scanner.make_scanner(cast(Any, _decoder))
 
 
+#: A body with no more brackets than this cannot nest deep enough to come near
+#: the interpreter's recursion limit while it is parsed.
+_SHALLOW = 256
+
+
+def _decode_deep(text: str) -> Any:
+    """``_decode(text)`` with the cyclic collector held off: a document that may
+    nest deep enough to exhaust the recursion limit must not have the collector
+    run finalizers (weakref callbacks of other objects) at that depth, where they
+    would fail for want of stack."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode(text)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def decode(body: bytes) -> Any:
     """Parse a UTF-8 JSON body; anything unparsable raises :class:`ParseError`.
 
@@ -108,6 +128,8 @@ def decode(body: bytes) -> Any:
     """
     try:
         text = body.decode("utf-8")
+        if len(body) > _SHALLOW and body.count(b"[") + body.count(b"{") > _SHALLOW:
+            return _decode_deep(text)
         try:
             value, end = _scan(text, 0)
         except (StopIteration, json.JSONDecodeError):
