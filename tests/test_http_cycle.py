@@ -37,6 +37,7 @@ if not accel.on():
 
 from h11._readers import maybe_read_from_IDLE_client
 
+from mcplite.bindings.http.accel import cycle
 from mcplite.bindings.http.accel.cycle import ServerConnection
 from mcplite.bindings.http.accel.heads import read_request
 from mcplite.bindings.http.accel.responses import send_fast
@@ -182,7 +183,9 @@ RESPONSES: dict[str, Any] = {
 }
 
 op = st.one_of(
-    st.sampled_from(["next", "next", "next", "next", "feed", "feed", "fast", "cycle", "eof"]),
+    st.sampled_from(
+        ["next", "next", "next", "next", "feed", "feed", "fast", "cycle", "eof", "whole", "whole"]
+    ),
     st.sampled_from(sorted(RESPONSES)).map(lambda name: "send:" + name),
     # As send_fast does: straight to the state machine, no header clean-up.
     st.sampled_from(sorted(RESPONSES)).map(lambda name: "raw:" + name),
@@ -234,19 +237,55 @@ def test_every_step_agrees_with_h11(
 
 def agree(pieces: list[bytes], script: Any, options: dict[str, Any]) -> None:
     """Both connections driven by ``script`` (fed ``pieces`` one per "feed"),
-    step for step: the same outcome and the same state after each."""
+    step for step: the same outcome and the same state after each.  "whole"
+    is ``take_whole`` on ours, and what it stands for on h11's: nothing when it
+    declines, else ``next_event`` until the request's end."""
     ours, theirs = ServerConnection(h11.SERVER, **options), Reference(h11.SERVER, **options)
     our_pieces, their_pieces = list(pieces), list(pieces)
     for action in ["feed", *script]:
-        mine = step(ours, action, our_pieces)
-        expected = step(theirs, action, their_pieces)
+        if action == "whole":
+            mine, expected = whole_step(ours, theirs)
+        else:
+            mine = step(ours, action, our_pieces)
+            expected = step(theirs, action, their_pieces)
         assert mine == expected, (script, action)
         assert state(ours) == state(theirs), (script, action)
 
 
+def whole_step(ours: ServerConnection, theirs: h11.Connection) -> tuple[Any, Any]:
+    """``take_whole`` on ours, and the events it stands for on h11's side: the
+    request, its body and its head size, or ``NEED_DATA``, or nothing."""
+    taken = ours.take_whole()
+    if taken is None:
+        return None, None
+    if taken is h11.NEED_DATA:
+        return taken, theirs.next_event()
+    event, body, head_size = taken
+    before = len(theirs.trailing_data[0])
+    request = theirs.next_event()
+    size = before - len(theirs.trailing_data[0])
+    data = b""
+    end = theirs.next_event()
+    while type(end) is h11.Data:
+        data += end.data
+        end = theirs.next_event()
+    assert type(end) is h11.EndOfMessage
+    return (event, bytes(body), head_size), (request, data, size)
+
+
 # Every short script over the steps that decide the cycle, from each request just
 # off the plain one: the cases the generated scripts reach only now and then.
-SHORT = ["next", "fast", "cycle", "eof", "send:plain", "send:end", "send:100", "raw:chunked"]
+SHORT = [
+    "next",
+    "whole",
+    "fast",
+    "cycle",
+    "eof",
+    "send:plain",
+    "send:end",
+    "send:100",
+    "raw:chunked",
+]
 
 
 @pytest.mark.parametrize("data", NEAR)
@@ -255,14 +294,25 @@ def test_every_short_script_agrees_with_h11(data: bytes) -> None:
         agree([data], script, {})
 
 
-def serve(conn: h11.Connection, data: bytes, respond: Any) -> list[Any]:
+def serve(conn: h11.Connection, data: bytes, respond: Any, *, whole: bool = False) -> list[Any]:
     """A whole exchange the way the server drives it: events until h11 needs
     data, pauses or errs; a response after each request's end, then the next
-    cycle when both sides are done."""
+    cycle when both sides are done; the states after each event.  ``whole``:
+    as the server drives ours, a request taken whole first when it can be
+    (seen as the events it stands for), and the states after each request's
+    end only (within a request taken whole there are none to compare)."""
     seen: list[Any] = []
     conn.receive_data(data)
     while True:
-        outcome = _outcome(conn.next_event)
+        taken = conn.take_whole() if whole and isinstance(conn, ServerConnection) else None
+        if taken is not None and taken is not h11.NEED_DATA:
+            event, body, _ = taken
+            seen.append(repr(event))
+            if body:
+                seen.append(repr(h11.Data(data=body)))
+            outcome = repr(h11.EndOfMessage())
+        else:
+            outcome = _outcome(conn.next_event)
         seen.append(outcome)
         if not outcome.startswith(("Request", "Data", "EndOfMessage")):
             return seen  # NEED_DATA, PAUSED, or an error
@@ -270,7 +320,8 @@ def serve(conn: h11.Connection, data: bytes, respond: Any) -> list[Any]:
             seen.append(respond(conn))
             if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
                 seen.append(_outcome(conn.start_next_cycle))
-        seen.append(state(conn)["states"])
+        if not whole or outcome.startswith("EndOfMessage"):
+            seen.append(state(conn)["states"])
 
 
 def _respond(conn: h11.Connection) -> Any:
@@ -287,6 +338,14 @@ def test_whole_exchanges_agree_with_plain_h11(data: bytes) -> None:
     # Against h11 exactly as shipped (its own head reader too).
     assert serve(ServerConnection(h11.SERVER), data, _respond) == serve(
         h11.Connection(h11.SERVER), data, _respond
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(stream)
+def test_whole_exchanges_taken_whole_agree_with_plain_h11(data: bytes) -> None:
+    assert serve(ServerConnection(h11.SERVER), data, _respond, whole=True) == serve(
+        h11.Connection(h11.SERVER), data, _respond, whole=True
     )
 
 
@@ -308,6 +367,74 @@ def test_the_plain_cycle_takes_none_of_h11s_general_steps(monkeypatch: pytest.Mo
         conn.start_next_cycle()
         assert conn.next_event() is h11.NEED_DATA
     assert conn.states == {h11.CLIENT: h11.IDLE, h11.SERVER: h11.IDLE}
+
+
+def test_a_plain_request_all_in_is_taken_in_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = ServerConnection(h11.SERVER)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("h11's general step taken")
+
+    for name in ("_process_event", "next_event", "start_next_cycle", "_respond_to_state_changes"):
+        monkeypatch.setattr(h11.Connection, name, refuse)
+    monkeypatch.setattr(ServerConnection, "next_event", refuse)
+    monkeypatch.setattr(ServerConnection, "_process_event", refuse)
+    conn.receive_data(PLAIN * 2)  # pipelined: taken one at a time
+    for _ in range(2):
+        event, body, head_size = conn.take_whole()  # type: ignore[misc]
+        assert (event.method, event.target, bytes(body)) == (b"POST", b"/mcp", b"hello")
+        assert head_size == len(PLAIN) - len(b"hello")
+        assert conn.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.SEND_RESPONSE}
+        send_fast(conn, 200, [(b"content-type", b"application/json")], b"{}")
+        assert conn.states == {h11.CLIENT: h11.DONE, h11.SERVER: h11.DONE}
+        conn.start_next_cycle()
+    assert conn.take_whole() is h11.NEED_DATA
+
+
+def test_a_head_seen_before_is_read_by_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = ServerConnection(h11.SERVER)
+    first = PLAIN.replace(b"hello", b"first")
+    conn.receive_data(first + PLAIN)
+    event, body, _ = conn.take_whole()  # type: ignore[misc]
+    assert bytes(body) == b"first"
+    send_fast(conn, 200, [], b"")
+    conn.start_next_cycle()
+    monkeypatch.setattr(cycle, "common_head", pytest.fail)
+    again, body, head_size = conn.take_whole()  # type: ignore[misc]
+    assert again is event and bytes(body) == b"hello"
+    assert head_size == len(PLAIN) - 5 and conn.trailing_data == (b"", False)
+    monkeypatch.undo()
+    send_fast(conn, 200, [], b"")
+    conn.start_next_cycle()
+    # One byte apart (a longer body): read afresh, and answered with its own body.
+    longer = PLAIN.replace(b"Length: 5", b"Length: 6").replace(b"hello", b"hello!")
+    conn.receive_data(longer)
+    event, body, _ = conn.take_whole()  # type: ignore[misc]
+    assert (event.headers[-1], bytes(body)) == ((b"content-length", b"6"), b"hello!")
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "why"),
+    [
+        (PLAIN[:-1], "the body is not all in"),
+        (PLAIN[:20], "the head is not all in"),
+        (PLAIN.replace(b"Host: h", b"Host: h\r\nConnection: x, Close"), "the client closes"),
+        (PLAIN.replace(b"Host: h", b"Host: h\r\nExpect: 100-continue"), "100-continue"),
+        (PLAIN.replace(b"Host: h", b"Host: h\r\nUpgrade: websocket"), "an upgrade"),
+        (PLAIN.replace(b"HTTP/1.1", b"HTTP/1.0"), "HTTP/1.0"),
+        (b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\n\r\n", "CONNECT"),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", "chunked"),
+        (PLAIN.replace(b"Host: h\r\n", b""), "no Host: h11 refuses it"),
+    ],
+)
+def test_a_request_not_plain_or_not_all_in_is_left_to_next_event(
+    request_bytes: bytes, why: str
+) -> None:
+    conn = ServerConnection(h11.SERVER)
+    conn.receive_data(request_bytes)
+    before = state(conn)
+    assert conn.take_whole() is None, why
+    assert state(conn) == before
 
 
 def test_a_connection_header_that_keeps_alive_stays_on_the_short_steps(

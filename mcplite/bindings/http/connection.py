@@ -30,7 +30,7 @@ from ...core.errors import ShuttingDown
 from ...core.observe import CLIENT_GONE
 from ...core.runner import EAGER_TASKS, start_task
 from .admission import Refusal, Verification
-from .framing import Connection, fast_head, header_fields, unread
+from .framing import Connection, fast_head, header_fields, take_whole, unread
 from .messages import EventStream, Request, Response, StreamingResponse
 from .routes import Route
 from .statuses import JSON, REASONS, error_body, retry_after
@@ -308,6 +308,20 @@ class HttpConnection(asyncio.Protocol):
                     # (resume_writing): its memory here stays bounded.
                     self._pause_reading()
                     return
+                whole = take_whole(conn)
+                if whole is not None:
+                    if whole is h11.NEED_DATA:  # nothing buffered
+                        self._need_data()
+                        return
+                    # A plain request all in: its head, body and end at once.
+                    event, body, head_size = whole  # type: ignore[misc]
+                    self._on_request(event, head_size)
+                    if body and not self.closed:
+                        # A bytearray, as the data of h11's Data events is (typed bytes).
+                        self._on_data(cast(bytes, body))
+                    if not self.closed:
+                        self._on_end()
+                    continue
                 before = len(buffer)
                 try:
                     event = conn.next_event()
@@ -323,9 +337,7 @@ class HttpConnection(asyncio.Protocol):
                 if kind is h11.Data:
                     self._on_data(event.data)  # type: ignore[union-attr]
                 elif event is h11.NEED_DATA:
-                    if self._paused_reading and self.transport is not None:
-                        self._paused_reading = False
-                        self.transport.resume_reading()
+                    self._need_data()
                     return
                 elif kind is h11.Request:
                     self._on_request(event, before - len(buffer))  # type: ignore[arg-type]
@@ -336,6 +348,11 @@ class HttpConnection(asyncio.Protocol):
                     return
         finally:
             self._advancing = False
+
+    def _need_data(self) -> None:
+        if self._paused_reading and self.transport is not None:
+            self._paused_reading = False
+            self.transport.resume_reading()
 
     def _head_too_large(self) -> str:
         return f"Request header fields too large (max {self.config.max_header_size} bytes)"

@@ -17,13 +17,17 @@ Both give the same events and write the same bytes (the HTTP tests run both ways
 from __future__ import annotations
 
 from collections.abc import Callable, Sized
+from typing import TYPE_CHECKING
 
 import h11
 
 from . import accel
 from .messages import header_dict
 
-__all__ = ["Connection", "fast_head", "header_fields", "unread"]
+if TYPE_CHECKING:
+    from .accel.cycle import Whole
+
+__all__ = ["Connection", "fast_head", "header_fields", "take_whole", "unread"]
 
 
 class _Unread:
@@ -58,6 +62,10 @@ def _plain_header_fields(request: h11.Request) -> dict[bytes, bytes]:
     return header_dict(request.headers)  # h11 lowercases names
 
 
+def _not_whole(conn: h11.Connection) -> None:
+    return None
+
+
 def _no_shortcut(
     conn: h11.Connection, status: int, headers: list[tuple[bytes, bytes]], length: int
 ) -> bytes | None:
@@ -71,6 +79,10 @@ Connection: type[h11.Connection] = h11.Connection
 unread: Callable[[h11.Connection], Sized] = _plain_unread
 #: ``header_fields(request)``: its headers by lowercase name (:func:`header_dict`).
 header_fields: Callable[[h11.Request], dict[bytes, bytes]] = _plain_header_fields
+#: ``take_whole(conn)``: the next request when it is plain and all in (its event,
+#: body and head size), with h11 moved past its end; ``h11.NEED_DATA`` when nothing
+#: is buffered; None (nothing changed) for anything else: take events then.
+take_whole: Callable[[h11.Connection], Whole | type[h11.NEED_DATA] | None] = _not_whole
 #: ``fast_head(conn, status, headers, length)``: the head of a keep-alive POST's answer
 #: of ``length`` body bytes, with h11 moved through the whole answer (the caller writes
 #: the body after it), or None (then send it as events).
@@ -85,3 +97,4 @@ if accel.on():
     unread = cycle.unread
     header_fields = heads.header_fields
     fast_head = responses.fast_head
+    take_whole = cycle.ServerConnection.take_whole  # type: ignore[assignment]

@@ -50,9 +50,13 @@ from h11._readers import READERS, maybe_read_from_IDLE_client
 from h11._state import CLIENT, DONE, IDLE, SEND_BODY, SEND_RESPONSE, SERVER
 from h11._writers import WRITERS
 
-from .heads import read_request
+from .heads import common_head, read_request, request_event
 
-__all__ = ["PLAIN_CYCLE", "ServerConnection", "Step", "unread"]
+__all__ = ["PLAIN_CYCLE", "ServerConnection", "Step", "Whole", "unread"]
+
+#: A request taken whole by :meth:`ServerConnection.take_whole`: its event, its
+#: body, and the size of its head as sent.
+Whole = tuple[h11.Request, bytes | bytearray, int]
 
 _ContentLengthReader: Any = READERS[SEND_BODY]["content-length"]  # type: ignore[index]
 _ContentLengthWriter: Any = WRITERS[SEND_BODY]["content-length"]  # type: ignore[index]
@@ -64,6 +68,11 @@ _DONE_READER: Any = READERS[(CLIENT, DONE)]
 _REQUEST_SPECIAL = frozenset(
     [b"content-length", b"connection", b"upgrade", b"expect", b"transfer-encoding"]
 )
+#: The longest head a connection keeps to compare the next one with (the
+#: memory it costs an idle connection: about twice this, with its event).
+_KEPT_HEAD = 1024
+#: The same for a request taken whole (its head reader has judged the framing).
+_WHOLE_SPECIAL = frozenset([b"connection", b"upgrade", b"expect"])
 #: The same for a response (h11 reads neither Upgrade nor Expect there).
 _RESPONSE_SPECIAL = frozenset([b"content-length", b"connection", b"transfer-encoding"])
 
@@ -186,6 +195,10 @@ class ServerConnection(h11.Connection):
         if our_role is not h11.SERVER:
             raise ValueError("ServerConnection is for the server side only")
         super().__init__(our_role, **options)
+        # The last plain head take_whole read (its bytes, event and body length):
+        # a keep-alive client sends the same head again and again, which a
+        # comparison then reads (see take_whole).
+        self._last_head: tuple[bytes, h11.Request, int] | None = None
 
     def _get_io_object(self, role: Any, event: Any, io_dict: Any) -> Any:
         io = super()._get_io_object(role, event, io_dict)
@@ -227,6 +240,96 @@ class ServerConnection(h11.Connection):
                     states[step.peer] = step.peer_next
                 return
         super()._process_event(role, event)
+
+    def take_whole(self) -> Whole | type[h11.NEED_DATA] | None:
+        """The next request in one step when it is plain and all in (its head
+        common, see :mod:`~mcplite.bindings.http.accel.heads`, and its body all
+        received): its event, body and head size, with h11 moved to where its
+        ``Request``, ``Data`` and ``EndOfMessage`` events would leave it (the
+        client done, a response awaited).  ``NEED_DATA`` when the client is
+        idle and nothing is buffered (what ``next_event`` would say, and do
+        nothing else); None, and nothing changed, for anything else, which
+        ``next_event`` takes (a head or body still coming, a head off the plain
+        cycle, any other state)."""
+        cstate = self._cstate
+        states = cstate.states
+        if (
+            states[CLIENT] is not IDLE
+            or states[SERVER] is not IDLE
+            or self._receive_buffer_closed
+            or not cstate.keep_alive
+            or cstate.pending_switch_proposals
+        ):
+            return None
+        buffer = self._receive_buffer
+        data = buffer._data
+        if not data:
+            return h11.NEED_DATA
+        if buffer._multiple_lines_search != 0:  # a head h11 has started to search
+            return None
+        last = self._last_head
+        if last is not None and data.startswith(last[0]):
+            # The same head as the last one, byte for byte: the same event.  (Its
+            # bytes end with the head's first blank line, so these do too.)
+            head_bytes, event, length = last
+            size = len(head_bytes)
+        else:
+            head = common_head(data)
+            if head is None:
+                return None
+            size, method, target, items, length = head
+            if method == b"CONNECT":
+                return None
+            for _, name, value in items:
+                if name in _WHOLE_SPECIAL:
+                    if name != b"connection":
+                        return None  # an upgrade or an Expect: h11's
+                    if any(part.strip() == b"close" for part in value.lower().split(b",")):
+                        return None
+            length = max(length, 0)
+            # An h11 event is immutable: one serves every request with this head.
+            event = request_event(method, target, items)
+            if size <= _KEPT_HEAD:
+                self._last_head = (bytes(data[:size]), event, length)
+        end = size + length
+        if len(data) < end:
+            return None  # the body is still coming: h11's readers take it as it does
+        # What two ReceiveBuffer._extract calls (head, then body) would do.
+        body = data[size:end] if length else b""
+        del data[:end]
+        buffer._next_line_search = 0
+        buffer._multiple_lines_search = 0
+        states[CLIENT] = DONE
+        states[SERVER] = SEND_RESPONSE
+        self._request_method = event.method
+        self.their_http_version = b"1.1"
+        self.client_is_waiting_for_100_continue = False
+        self._reader = _DONE_READER
+        self._writer = _RESPONSE_WRITER
+        return event, body, size
+
+    def respond_plain(self) -> bool:
+        """Whether a plain response (framed by a Content-Length, to a keep-alive
+        HTTP/1.1 request, not a HEAD or CONNECT) was taken whole in one step: h11
+        moved to where its ``Response`` and ``EndOfMessage`` events would leave
+        it.  False, and nothing changed, in any other state: then send the
+        events."""
+        cstate = self._cstate
+        states = cstate.states
+        if (
+            states[SERVER] is not SEND_RESPONSE
+            or states[CLIENT] is not DONE
+            or not cstate.keep_alive
+            or cstate.pending_switch_proposals
+            or self.their_http_version != b"1.1"
+            or self._request_method == b"HEAD"
+            or self._request_method == b"CONNECT"
+        ):
+            return False
+        states[SERVER] = DONE
+        self.client_is_waiting_for_100_continue = False
+        self._writer = None
+        return True
 
     def start_next_cycle(self) -> None:
         """h11's ``start_next_cycle``; from (DONE, DONE) on a kept-alive

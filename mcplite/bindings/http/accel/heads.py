@@ -50,7 +50,14 @@ from h11._receivebuffer import ReceiveBuffer
 
 from ..messages import header_dict
 
-__all__ = ["FIELD_VALUE", "fast_request", "header_fields", "read_request"]
+__all__ = [
+    "FIELD_VALUE",
+    "common_head",
+    "fast_request",
+    "header_fields",
+    "read_request",
+    "request_event",
+]
 
 #: The most digits h11 takes in a Content-Length (h11._headers.CONTENT_LENGTH_MAX_DIGITS).
 _MAX_LENGTH_DIGITS = 20
@@ -75,21 +82,20 @@ _new_request = object.__new__
 _set = object.__setattr__
 
 
-def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
-    """The common head's ``Request``, taken out of ``buf``; None (and ``buf``
-    untouched) for any other head, for h11's reader to take."""
-    data = buf._data
-    # Only a head h11 has not started to search: one that arrives in pieces is
-    # h11's (which resumes its search where it stopped, instead of rescanning).
-    if buf._multiple_lines_search != 0:
-        return None
+def common_head(
+    data: bytearray,
+) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes, bytes]], int] | None:
+    """The common head at the start of ``data`` (see the module docstring): its
+    size through the blank line, method, target, header items (raw name,
+    lowercase name, value) and Content-Length (-1: none); None for any other
+    head, or one not all in."""
     end = data.find(b"\r\n\r\n")
     if end <= 0:
         return None
     match = _HEAD.fullmatch(data, 0, end + 4)
     if match is None:
         return None
-    method, target, lines = match.groups()  # copies: the buffer changes below
+    method, target, lines = match.groups()  # copies: the buffer changes after
     # Names at line starts, lowercased, to count: each line is "name:" then a
     # value without CR or LF (the match above), so "\r\nname:" finds exactly
     # the header lines of that name.
@@ -104,6 +110,7 @@ def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
         return None  # whitespace after a value (rare): h11 strips it
     lengths = names.count(b"\r\ncontent-length:")
     items = [(raw, raw.lower(), value) for raw, value in fields]
+    length = -1
     if lengths:
         # h11 also takes "5, 5" and repeated equal lengths: those are its to read.
         if lengths > 1:
@@ -112,17 +119,39 @@ def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
             if name == b"content-length":
                 if not value.isdigit() or len(value) > _MAX_LENGTH_DIGITS:
                     return None
+                length = int(value)
                 break
-    buf._extract(end + 4)
-    # The event h11's reader would build (Request(..., _parsed=True)), without
-    # a constructor: what that one checks (Host, Content-Length,
-    # Transfer-Encoding) is checked above (see the module docstring).
+    return end + 4, method, target, items, length
+
+
+def request_event(
+    method: bytes, target: bytes, items: list[tuple[bytes, bytes, bytes]]
+) -> h11.Request:
+    """The event h11's reader would build for a common head
+    (``Request(..., _parsed=True)``), without a constructor: what that one
+    checks (Host, Content-Length, Transfer-Encoding) :func:`common_head` has
+    checked (see the module docstring)."""
     request = _new_request(h11.Request)
     _set(request, "method", method)
     _set(request, "target", target)
     _set(request, "headers", Headers(items))
     _set(request, "http_version", b"1.1")
     return request
+
+
+def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
+    """The common head's ``Request``, taken out of ``buf``; None (and ``buf``
+    untouched) for any other head, for h11's reader to take."""
+    # Only a head h11 has not started to search: one that arrives in pieces is
+    # h11's (which resumes its search where it stopped, instead of rescanning).
+    if buf._multiple_lines_search != 0:
+        return None
+    head = common_head(buf._data)
+    if head is None:
+        return None
+    size, method, target, items, _ = head
+    buf._extract(size)
+    return request_event(method, target, items)
 
 
 def read_request(buf: ReceiveBuffer) -> h11.Request | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import h11
 
 from ..statuses import REASONS
+from .cycle import ServerConnection
 
 __all__ = ["fast_head", "send_fast", "send_head"]
 
@@ -41,8 +42,9 @@ def send_head(
     Content-Length last), with h11's state advanced through the response and its
     end: the caller writes the body after it.  The caller knows the request was such
     a POST; raises h11.LocalProtocolError when h11 is not waiting for a response."""
-    conn._process_event(h11.SERVER, _FRAMED)
-    conn._process_event(h11.SERVER, _END)
+    if type(conn) is not ServerConnection or not conn.respond_plain():
+        conn._process_event(h11.SERVER, _FRAMED)
+        conn._process_event(h11.SERVER, _END)
     head = _STATUS_LINES[status] + b"".join([b"%s: %s\r\n" % header for header in headers])
     return head + b"content-length: %d\r\n\r\n" % length
 
