@@ -313,9 +313,11 @@ class HttpConnection(asyncio.Protocol):
                     if whole is h11.NEED_DATA:  # nothing buffered
                         self._need_data()
                         return
-                    # A plain request all in: its head, body and end at once.
+                    # A plain request: its head, and its body and end when all in.
                     event, body, head_size = whole  # type: ignore[misc]
                     self._on_request(event, head_size)
+                    if body is None:
+                        continue  # the body is still coming: h11's events
                     if body and not self.closed:
                         # A bytearray, as the data of h11's Data events is (typed bytes).
                         self._on_data(cast(bytes, body))

@@ -79,9 +79,10 @@ Connection: type[h11.Connection] = h11.Connection
 unread: Callable[[h11.Connection], Sized] = _plain_unread
 #: ``header_fields(request)``: its headers by lowercase name (:func:`header_dict`).
 header_fields: Callable[[h11.Request], dict[bytes, bytes]] = _plain_header_fields
-#: ``take_whole(conn)``: the next request when it is plain and all in (its event,
-#: body and head size), with h11 moved past its end; ``h11.NEED_DATA`` when nothing
-#: is buffered; None (nothing changed) for anything else: take events then.
+#: ``take_whole(conn)``: the next request when it is plain (its event, body and
+#: head size), with h11 moved past its end, or past its head only when its body
+#: is still coming (body None: take events for the rest); ``h11.NEED_DATA`` when
+#: nothing is buffered; None (nothing changed) for anything else: take events then.
 take_whole: Callable[[h11.Connection], Whole | type[h11.NEED_DATA] | None] = _not_whole
 #: ``fast_head(conn, status, headers, length)``: the head of a keep-alive POST's answer
 #: of ``length`` body bytes, with h11 moved through the whole answer (the caller writes

@@ -54,9 +54,9 @@ from .heads import common_head, read_request, request_event
 
 __all__ = ["PLAIN_CYCLE", "ServerConnection", "Step", "Whole", "unread"]
 
-#: A request taken whole by :meth:`ServerConnection.take_whole`: its event, its
-#: body, and the size of its head as sent.
-Whole = tuple[h11.Request, bytes | bytearray, int]
+#: A request taken by :meth:`ServerConnection.take_whole`: its event, its body
+#: (None: still coming, for h11's events), and the size of its head as sent.
+Whole = tuple[h11.Request, bytes | bytearray | None, int]
 
 _ContentLengthReader: Any = READERS[SEND_BODY]["content-length"]  # type: ignore[index]
 _ContentLengthWriter: Any = WRITERS[SEND_BODY]["content-length"]  # type: ignore[index]
@@ -242,14 +242,16 @@ class ServerConnection(h11.Connection):
         super()._process_event(role, event)
 
     def take_whole(self) -> Whole | type[h11.NEED_DATA] | None:
-        """The next request in one step when it is plain and all in (its head
-        common, see :mod:`~mcplite.bindings.http.accel.heads`, and its body all
-        received): its event, body and head size, with h11 moved to where its
-        ``Request``, ``Data`` and ``EndOfMessage`` events would leave it (the
-        client done, a response awaited).  ``NEED_DATA`` when the client is
-        idle and nothing is buffered (what ``next_event`` would say, and do
+        """The next request in one step when it is plain (its head common, see
+        :mod:`~mcplite.bindings.http.accel.heads`, and on the plain cycle):
+        its event, body and head size, with h11 moved to where its ``Request``,
+        ``Data`` and ``EndOfMessage`` events would leave it (the client done, a
+        response awaited).  When the body is not all in yet, the head alone
+        (body None), with h11 where its ``Request`` event leaves it: its
+        ``next_event`` gives the body's events.  ``NEED_DATA`` when the client
+        is idle and nothing is buffered (what ``next_event`` would say, and do
         nothing else); None, and nothing changed, for anything else, which
-        ``next_event`` takes (a head or body still coming, a head off the plain
+        ``next_event`` takes (a head still coming, a head off the plain
         cycle, any other state)."""
         cstate = self._cstate
         states = cstate.states
@@ -292,20 +294,25 @@ class ServerConnection(h11.Connection):
             if size <= _KEPT_HEAD:
                 self._last_head = (bytes(data[:size]), event, length)
         end = size + length
-        if len(data) < end:
-            return None  # the body is still coming: h11's readers take it as it does
-        # What two ReceiveBuffer._extract calls (head, then body) would do.
-        body = data[size:end] if length else b""
-        del data[:end]
-        buffer._next_line_search = 0
+        buffer._next_line_search = 0  # what ReceiveBuffer._extract does
         buffer._multiple_lines_search = 0
-        states[CLIENT] = DONE
         states[SERVER] = SEND_RESPONSE
         self._request_method = event.method
         self.their_http_version = b"1.1"
         self.client_is_waiting_for_100_continue = False
-        self._reader = _DONE_READER
         self._writer = _RESPONSE_WRITER
+        if len(data) < end:
+            # The body is still coming (a client that writes the head and the body
+            # apart): the head alone, as h11's Request event leaves things; h11's
+            # Content-Length reader takes the body.
+            del data[:size]
+            states[CLIENT] = SEND_BODY
+            self._reader = _ContentLengthReader(length)
+            return event, None, size
+        body = data[size:end] if length else b""
+        del data[:end]
+        states[CLIENT] = DONE
+        self._reader = _DONE_READER
         return event, body, size
 
     def respond_plain(self) -> bool:
