@@ -353,14 +353,19 @@ def test_whole_exchanges_taken_whole_agree_with_plain_h11(data: bytes) -> None:
     )
 
 
+def _refuse(*args: Any, **kwargs: Any) -> None:
+    raise AssertionError("h11's general step taken")
+
+
+def refuse_general_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any of h11's general steps taken from here on fails the test."""
+    for name in ("_process_event", "next_event", "start_next_cycle", "_respond_to_state_changes"):
+        monkeypatch.setattr(h11.Connection, name, _refuse)
+
+
 def test_the_plain_cycle_takes_none_of_h11s_general_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     conn = ServerConnection(h11.SERVER)
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("h11's general step taken")
-
-    for name in ("_process_event", "next_event", "start_next_cycle", "_respond_to_state_changes"):
-        monkeypatch.setattr(h11.Connection, name, refuse)
+    refuse_general_steps(monkeypatch)
     for _ in range(3):  # and again on the same connection
         conn.receive_data(PLAIN)
         assert type(conn.next_event()) is h11.Request
@@ -375,14 +380,9 @@ def test_the_plain_cycle_takes_none_of_h11s_general_steps(monkeypatch: pytest.Mo
 
 def test_a_plain_request_all_in_is_taken_in_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
     conn = ServerConnection(h11.SERVER)
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("h11's general step taken")
-
-    for name in ("_process_event", "next_event", "start_next_cycle", "_respond_to_state_changes"):
-        monkeypatch.setattr(h11.Connection, name, refuse)
-    monkeypatch.setattr(ServerConnection, "next_event", refuse)
-    monkeypatch.setattr(ServerConnection, "_process_event", refuse)
+    refuse_general_steps(monkeypatch)
+    monkeypatch.setattr(ServerConnection, "next_event", _refuse)
+    monkeypatch.setattr(ServerConnection, "_process_event", _refuse)
     conn.receive_data(PLAIN * 2)  # pipelined: taken one at a time
     for _ in range(2):
         event, body, head_size = conn.take_whole()  # type: ignore[misc]
