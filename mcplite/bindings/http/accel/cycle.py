@@ -23,12 +23,17 @@ chunked bodies, HTTP/1.0, ``Connection: close``, a response to ``HEAD``, 204,
 304, an early response, a peer that closed, an error) goes through h11's own
 code, untouched.
 
-Nothing else changes.  h11's readers still parse every byte (with the faster
-head reader of :mod:`mcplite.bindings.http.accel.heads`), and its writers still
-frame every byte sent through ``send``.  ``tests/test_http_cycle.py`` drives
-this class and h11's own side by side with generated requests, responses and
-byte splits, and compares every event, error, byte written and piece of state
-after each step.
+Beyond those rows, two steps take a whole part of the cycle at once, as the
+same rows would: :meth:`ServerConnection.take_whole` takes a plain request's
+head, body and end when they are all in (or its head alone when the body is
+still coming), reading the head with
+:mod:`mcplite.bindings.http.accel.heads`, or by comparison when it repeats
+the connection's last one; :meth:`ServerConnection.respond_plain` takes a
+plain response and its end.  Otherwise h11's readers parse every byte (with
+the faster head reader) and its writers frame every byte sent through
+``send``.  ``tests/test_http_cycle.py`` drives this class and h11's own side
+by side with generated requests, responses and byte splits, and compares
+every event, error, byte written and piece of state after each step.
 
 h11 internals used (only on the versions :mod:`mcplite.bindings.http.accel`
 lists): ``Connection._process_event``, ``_cstate`` (``states``, ``keep_alive``,
