@@ -445,16 +445,23 @@ def test_a_head_seen_before_is_read_by_comparison(monkeypatch: pytest.MonkeyPatc
     assert (event.headers[-1], body) == ((b"content-length", b"6"), b"hello!")
 
 
+#: Requests just off the plain cycle, each with why.
+OFF_THE_PLAIN_CYCLE = [
+    (PLAIN.replace(b"HTTP/1.1", b"HTTP/1.0"), "HTTP/1.0 closes"),
+    (PLAIN.replace(b"Host: h", b"Host: h\r\nConnection: close"), "the client closes"),
+    (PLAIN.replace(b"Host: h", b"Host: h\r\nExpect: 100-continue"), "100-continue"),
+    (PLAIN.replace(b"Host: h", b"Host: h\r\nUpgrade: websocket"), "an upgrade"),
+    (b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\n\r\n", "CONNECT"),
+    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", "chunked"),
+]
+
+
 @pytest.mark.parametrize(
     ("request_bytes", "why"),
     [
+        *OFF_THE_PLAIN_CYCLE,
         (PLAIN[:20], "the head is not all in"),
         (PLAIN.replace(b"Host: h", b"Host: h\r\nConnection: x, Close"), "the client closes"),
-        (PLAIN.replace(b"Host: h", b"Host: h\r\nExpect: 100-continue"), "100-continue"),
-        (PLAIN.replace(b"Host: h", b"Host: h\r\nUpgrade: websocket"), "an upgrade"),
-        (PLAIN.replace(b"HTTP/1.1", b"HTTP/1.0"), "HTTP/1.0"),
-        (b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\n\r\n", "CONNECT"),
-        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", "chunked"),
         (PLAIN.replace(b"Host: h\r\n", b""), "no Host: h11 refuses it"),
     ],
 )
@@ -478,17 +485,7 @@ def test_a_connection_header_that_keeps_alive_stays_on_the_short_steps(
     assert conn.their_state is h11.SEND_BODY
 
 
-@pytest.mark.parametrize(
-    ("request_bytes", "why"),
-    [
-        (PLAIN.replace(b"HTTP/1.1", b"HTTP/1.0"), "HTTP/1.0 closes"),
-        (PLAIN.replace(b"Host: h", b"Host: h\r\nConnection: close"), "the client closes"),
-        (PLAIN.replace(b"Host: h", b"Host: h\r\nExpect: 100-continue"), "100-continue"),
-        (PLAIN.replace(b"Host: h", b"Host: h\r\nUpgrade: websocket"), "an upgrade"),
-        (b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\n\r\n", "CONNECT"),
-        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", "chunked"),
-    ],
-)
+@pytest.mark.parametrize(("request_bytes", "why"), OFF_THE_PLAIN_CYCLE)
 def test_requests_off_the_plain_cycle_go_through_h11(
     monkeypatch: pytest.MonkeyPatch, request_bytes: bytes, why: str
 ) -> None:

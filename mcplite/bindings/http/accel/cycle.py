@@ -82,6 +82,12 @@ _WHOLE_SPECIAL = frozenset([b"connection", b"upgrade", b"expect"])
 _RESPONSE_SPECIAL = frozenset([b"content-length", b"connection", b"transfer-encoding"])
 
 
+def _says_close(value: bytes) -> bool:
+    """Whether a ``Connection`` header's value has ``close`` among its values, as
+    h11 reads it."""
+    return any(part.strip() == b"close" for part in value.lower().split(b","))
+
+
 def _plain_length(headers: Any, special: frozenset[bytes]) -> int | None:
     """The body length of a message on the plain cycle: its one all-digit
     ``Content-Length`` (-1 when it has none), or None when a header in
@@ -91,8 +97,7 @@ def _plain_length(headers: Any, special: frozenset[bytes]) -> int | None:
     for _, name, value in headers._full_items:
         if name in special:
             if name == b"connection":
-                parts = value.lower().split(b",")
-                if any(part.strip() == b"close" for part in parts):
+                if _says_close(value):
                     return None
             elif name != b"content-length" or length >= 0 or not value.isdigit():
                 return None
@@ -288,11 +293,8 @@ class ServerConnection(h11.Connection):
             if method == b"CONNECT":
                 return None
             for _, name, value in items:
-                if name in _WHOLE_SPECIAL:
-                    if name != b"connection":
-                        return None  # an upgrade or an Expect: h11's
-                    if any(part.strip() == b"close" for part in value.lower().split(b",")):
-                        return None
+                if name in _WHOLE_SPECIAL and (name != b"connection" or _says_close(value)):
+                    return None  # an upgrade, an Expect or a close: h11's
             length = max(length, 0)
             # An h11 event is immutable: one serves every request with this head.
             event = request_event(method, target, items)
