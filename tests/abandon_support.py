@@ -85,6 +85,7 @@ class Probe:
     def start(self) -> None:
         with self._counts:
             self.started += 1
+            self._counts.notify_all()
 
     def finish(self) -> None:
         with self._counts:
@@ -95,6 +96,11 @@ class Probe:
         """Wait (bounded) until every tool that started has reached its ``finally``."""
         with self._counts:
             return self._counts.wait_for(lambda: self.finished == self.started, WAIT)
+
+    def started_beyond(self, count: int) -> bool:
+        """Wait (bounded) until more than ``count`` tools have started."""
+        with self._counts:
+            return self._counts.wait_for(lambda: self.started > count, WAIT)
 
     def forget(self) -> None:
         """Drop what earlier calls said of entering (each case waits for its own)."""
