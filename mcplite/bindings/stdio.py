@@ -278,9 +278,10 @@ class StdioServer:
                 output.send_threadsafe(request)
 
         body: dict[str, Any] | None
+        encoded = None
         try:
             reply = await self.mcp.handle(message, self.context, None, notify, send=send)
-            body = reply.body
+            body, encoded = reply.body, reply.encoded
         except asyncio.CancelledError:
             if self._calls.get(key) is task:  # the shutdown, not the client: say so
                 self._send(_error(key[1], ShuttingDown()))
@@ -296,13 +297,13 @@ class StdioServer:
             if self._calls.get(key) is task:
                 del self._calls[key]
         if body is not None:
-            self._send(body)
+            self._send(body, encoded)
         self._log(message, _outcome(body), t0)
         await output.drain()
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any], encoded: bytes | None = None) -> None:
         assert self._output is not None
-        self._output.send(message)
+        self._output.send(message, encoded)
 
     def _log(self, message: dict[str, Any], outcome: str, t0: float) -> None:
         if not self.config.access_log:
@@ -475,12 +476,13 @@ class _Output:
                 # Refused (e.g. kqueue polls a regular file): written to directly, as a file.
                 _discard(file)
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Write ``message`` as one line (on the loop's thread)."""
+    def send(self, message: dict[str, Any], encoded: bytes | None = None) -> None:
+        """Write ``message`` (its JSON ``encoded``, when known) as one line (on the
+        loop's thread)."""
         if self._closed or self.lost.is_set():
             return
         try:
-            line = encode(message) + b"\n"
+            line = (encode(message) if encoded is None else encoded) + b"\n"
         except (TypeError, ValueError) as exc:
             log.error("cannot write %s as JSON: %s", message.get("method") or "a reply", exc)
             if "id" not in message:

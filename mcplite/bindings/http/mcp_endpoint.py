@@ -36,14 +36,8 @@ class McpEndpoint(Endpoint):
 
     async def handle(self, request: Request) -> Response | StreamingResponse:
         accept = request.headers.get(b"accept", b"*/*")
-        # bytes.find, not "in": on bytes, "in" first tries its operand as an int
-        # and builds (then drops) a TypeError, nearly twice the cost.
-        sse_ok = accept.find(b"text/event-stream") >= 0
-        json_ok = (
-            accept.find(b"application/json") >= 0
-            or accept.find(b"*/*") >= 0
-            or accept.find(b"application/*") >= 0
-        )
+        takes = _TAKES.get(accept)
+        sse_ok, json_ok = takes if takes is not None else _takes(accept)
         if not (json_ok or sse_ok):
             return Response(406, JSON, error_body(406, "Not acceptable: accept application/json"))
         try:
@@ -84,7 +78,7 @@ class McpEndpoint(Endpoint):
             scopes = tuple(data.get("scopes", ()))
             return self.refusal(request, reply.status, scopes, encode(reply.body))
         try:
-            body = encode(reply.body)
+            body = reply.json()
         except (TypeError, ValueError) as exc:
             error = self.dispatcher.not_json("(result encoding)", exc)
             body = JsonRpc.error_bytes(reply.body.get("id"), error)
@@ -187,7 +181,7 @@ class McpEvents:
                 self._ended = True
                 reply = call.result()
                 if reply.body is not None:
-                    return sse.frame_json("message", reply.body)
+                    return sse.frame("message", reply.json().decode())
                 break
             self._wake.clear()
             waiter = self._loop.create_task(self._wake.wait())
@@ -215,6 +209,27 @@ class McpEvents:
 
     async def aclose(self, *, disconnected: bool) -> None:
         self.close()
+
+
+#: What each Accept header seen takes (SSE, JSON): clients repeat theirs.
+_TAKES: dict[bytes, tuple[bool, bool]] = {}
+#: How many Accept headers :data:`_TAKES` keeps.
+_TAKES_KEPT = 64
+
+
+def _takes(accept: bytes) -> tuple[bool, bool]:
+    """Whether an ``Accept`` header takes an SSE stream, and JSON."""
+    # bytes.find, not "in": on bytes, "in" first tries its operand as an int
+    # and builds (then drops) a TypeError, nearly twice the cost.
+    takes = (
+        accept.find(b"text/event-stream") >= 0,
+        accept.find(b"application/json") >= 0
+        or accept.find(b"*/*") >= 0
+        or accept.find(b"application/*") >= 0,
+    )
+    if len(_TAKES) < _TAKES_KEPT and len(accept) <= 256:
+        _TAKES[accept] = takes
+    return takes
 
 
 def _target(message: Any) -> str | None:
