@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mcplite import Config, Dispatcher, Tools
 from mcplite.core.config import address, is_loopback, non_negative, positive_int
 
 
@@ -33,3 +34,23 @@ def test_number_flags_say_what_they_expected() -> None:
         positive_int("0")
     with pytest.raises(ValueError, match="expected a number >= 0"):
         non_negative("nan")
+
+
+def test_a_promise_secret_given_as_text_seals_as_its_utf8_bytes() -> None:
+    text = "a secret of thirty-two characters"
+    tools = Tools()
+    config = Config(secret=text, previous_secrets=("an older secret, rotated",))  # type: ignore[arg-type]
+    as_text = Dispatcher(tools, config)
+    as_bytes = Dispatcher(tools, Config(secret=text.encode()))
+    token = as_text.sealer.seal(b"p" * 16, 4e9)
+    assert token == as_bytes.sealer.seal(b"p" * 16, 4e9)
+    rotated = Dispatcher(tools, Config(secret=b"an older secret, rotated"))
+    older = rotated.sealer.seal(b"q" * 16, 4e9)
+    assert as_text.sealer.open(older) == (b"q" * 16, 4e9)  # the rotated secret still opens
+
+
+def test_a_promise_secret_of_another_kind_is_refused_when_configured() -> None:
+    with pytest.raises(TypeError, match="secret: a secret is bytes or str, got int"):
+        Config(secret=12345678901234567890)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="previous_secrets must be a sequence"):
+        Config(secret=b"s" * 32, previous_secrets="one old secret")  # type: ignore[arg-type]

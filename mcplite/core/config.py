@@ -147,6 +147,18 @@ def _secret(text: str) -> bytes | None:
     return text.encode() or None  # empty: as if not given
 
 
+def _secret_bytes(name: str, value: object) -> bytes:
+    """A promise secret given to :class:`Config` as bytes: a ``str`` is taken as
+    its UTF-8, as ``--secret`` and ``$MCPLITE_SECRET`` are."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"{name}: a secret is bytes or str, got {type(value).__name__}")
+
+
 def _ssl_reason(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None)
     return str(reason or exc).replace("_", " ").lower()
@@ -570,6 +582,13 @@ class Config:
                 and (not value > 0 or math.isinf(value))
             ):
                 raise ValueError(f"{f.name} must be a positive number, got {value!r}")
+        if self.secret is not None:
+            self.secret = _secret_bytes("secret", self.secret)
+        if isinstance(self.previous_secrets, str | bytes | bytearray):
+            raise TypeError("previous_secrets must be a sequence of secrets, not one secret")
+        self.previous_secrets = tuple(
+            _secret_bytes("previous_secrets", old) for old in self.previous_secrets
+        )
         if self.mcp_path is not None:
             if not self.mcp_path.startswith("/"):
                 raise ValueError(f"mcp_path must start with '/', got {self.mcp_path!r}")
