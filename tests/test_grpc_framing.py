@@ -20,7 +20,17 @@ from h2.events import ResponseReceived, TrailersReceived
 from h2.exceptions import FlowControlError
 from h2.settings import SettingCodes
 from hpack import Encoder, HeaderTuple, NeverIndexedHeaderTuple
-from hypothesis import given, settings
+from hyperframe.frame import (
+    DataFrame,
+    Frame,
+    HeadersFrame,
+    PingFrame,
+    PriorityFrame,
+    RstStreamFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mcplite import Config, Dispatcher, Tools
@@ -127,8 +137,9 @@ class _Pair:
 
     def _to_servers(self) -> None:
         sent = self.client.data_to_send()
-        events = [server.receive_data(sent) for server in (self.theirs, self.ours)]
-        assert [type(e) for e in events[0]] == [type(e) for e in events[1]]
+        heard = [_heard(server, sent) for server in (self.theirs, self.ours)]
+        assert heard[1] == heard[0]
+        self.client.receive_data(heard[0][1])
 
     def open(self, end_stream: bool) -> None:
         self.stream_id = self.client.get_next_available_stream_id()
@@ -168,6 +179,16 @@ class _Pair:
         assert outcomes[1] == outcomes[0]
         error, sent, _ = outcomes[1]
         return (None if error is None else error[0]), sent
+
+
+def _heard(server: H2Connection, data: bytes) -> tuple[list[str], bytes, Any]:
+    """What ``server`` makes of ``data``: its events (or the error it raised),
+    what it then has to send, and its state."""
+    try:
+        events = [repr(event) for event in server.receive_data(data)]
+    except Exception as exc:
+        events = [f"raised {type(exc).__name__}: {exc}"]
+    return events, server.data_to_send(), _state(server)
 
 
 def _state(server: H2Connection) -> Any:
@@ -226,6 +247,98 @@ def test_a_lean_connection_sends_what_h2_sends_and_ends_where_h2_ends(steps: lis
         else:
             _, size, end_stream, payload = step
             pair.both("send_data", pair.stream_id, end_stream=end_stream, **_payload(size, payload))
+
+
+#: What a client may send once its streams have opened, closed or been reset,
+#: as raw frames (an h2 client would refuse to send some): a stream's HEADERS
+#: (ending it or not), DATA (ending it or not), RST_STREAM, WINDOW_UPDATE, PING,
+#: PRIORITY, and a frame of a type HTTP/2 does not define.
+#: ``answer``: the server ends the stream (its response headers, END_STREAM).
+_FRAME_KINDS = (
+    "headers",
+    "headers-end",
+    "data",
+    "data-end",
+    "reset",
+    "window",
+    "ping",
+    "priority",
+    "answer",
+)
+_frames = st.lists(
+    st.tuples(st.sampled_from(_FRAME_KINDS), st.sampled_from([1, 3, 5, 7])), max_size=12
+)
+
+
+def _raw_frame(kind: str, stream_id: int, encoder: Encoder) -> bytes:
+    if kind.startswith("headers"):
+        frame: Any = HeadersFrame(stream_id, encoder.encode(REQUEST), flags=["END_HEADERS"])
+    elif kind.startswith("data"):
+        frame = DataFrame(stream_id, b"\x00\x00\x00\x00\x01x")
+    elif kind == "reset":
+        frame = RstStreamFrame(stream_id, error_code=8)
+    elif kind == "window":
+        frame = WindowUpdateFrame(stream_id, window_increment=10)
+    elif kind == "ping":
+        frame = PingFrame(0, opaque_data=b"12345678")
+    else:
+        frame = PriorityFrame(stream_id, depends_on=0, stream_weight=16)
+    if kind.endswith("-end"):
+        frame.flags.add("END_STREAM")
+    return bytes(frame.serialize())
+
+
+def _answer(server: H2Connection, stream_id: int) -> tuple[str, bytes, Any]:
+    try:
+        server.send_headers(stream_id, [(":status", "200")], end_stream=True)
+        error = ""
+    except Exception as exc:
+        error = f"raised {type(exc).__name__}: {exc}"
+    return error, server.data_to_send(), _state(server)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_frames)
+# A stream reset, or ended both ways, then forgotten as a new one opens: a frame
+# on it is refused with RST_STREAM, or is a connection error (h2's two branches).
+@example([("headers", 1), ("reset", 1), ("headers", 3), ("headers", 1)])
+@example([("headers-end", 1), ("answer", 1), ("headers", 3), ("headers", 1)])
+@example([("headers", 3), ("headers", 1)])
+def test_a_lean_connection_reads_frames_as_h2_reads_them(frames: list[tuple[str, int]]) -> None:
+    # Each frame on its own, to both: the same events, or the same error (a
+    # stream closed by END_STREAM, a stream id gone back), the same RST_STREAM
+    # back for a stream reset, and the same state.
+    theirs, ours = H2Connection(_server_config()), H2Connection(_server_config())
+    assert LeanH2Connection.adopt(ours)
+    encoder = Encoder()
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(SettingsFrame(0).serialize())
+    for server in (theirs, ours):
+        server.initiate_connection()
+    assert _heard(ours, preface) == _heard(theirs, preface)
+    for kind, stream_id in frames:
+        if kind == "answer":
+            assert _answer(ours, stream_id) == _answer(theirs, stream_id)
+            continue
+        raw = _raw_frame(kind, stream_id, encoder)
+        heard = _heard(theirs, raw)
+        assert _heard(ours, raw) == heard, (kind, stream_id)
+        if heard[0] and heard[0][0].startswith("raised"):
+            break  # a connection error: h2 would close the connection
+
+
+def test_frames_are_read_without_being_formatted_for_the_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pair = _Pair(_server_config())
+
+    def formatted(self: Frame) -> str:
+        raise AssertionError("a received frame was formatted")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Frame, "__repr__", formatted)
+        pair.client.send_headers(pair.client.get_next_available_stream_id(), REQUEST)
+        events = pair.ours.receive_data(pair.client.data_to_send())
+    assert [type(e).__name__ for e in events] == ["RequestReceived"]
 
 
 @functools.cache
