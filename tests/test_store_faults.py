@@ -64,6 +64,7 @@ from mcplite import (
 )
 from mcplite.bindings.grpc.service import GrpcServer
 from mcplite.bindings.http import HttpServer
+from mcplite.client import Client, OverloadedError
 from mcplite.core.wire import ERROR_DATA_KEY
 from mcplite.protocols.mcp.protocol import CAPABILITIES_KEY, VERSION_KEY
 from mcplite.stores import open_store
@@ -337,6 +338,73 @@ def test_an_outcome_the_store_never_takes_is_given_up_when_its_promise_expires(
     assert heard.errors() == []
     expired = [r for r in heard.records if "expired before the store took" in r.getMessage()]
     assert len(expired) == 1
+
+
+# --- our client under an outage -----------------------------------------------------------
+
+
+class DownForReads(DelegatingStore):
+    """Unavailable for the first ``times`` reads of a promise (a redeem's ``get`` or
+    ``wait``), then the store it wraps; ``back`` is set with the last refusal."""
+
+    def __init__(self, inner: PromiseStore, times: int) -> None:
+        super().__init__(inner)
+        self.left = times
+        self.refused = 0
+        self.back = threading.Event()
+
+    def _refuse(self) -> None:
+        if self.left > 0:
+            self.left -= 1
+            self.refused += 1
+            if self.left == 0:
+                self.back.set()
+            raise StoreUnavailable(retry_after=RETRY_AFTER)
+
+    async def get(self, promise_id: bytes) -> PromiseRecord:
+        self._refuse()
+        return await self.inner.get(promise_id)
+
+    async def wait(self, promise_id: bytes, timeout: float) -> PromiseRecord:
+        self._refuse()
+        return await self.inner.wait(promise_id, timeout)
+
+
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+async def test_our_client_waits_out_a_store_outage_under_the_promise_it_redeems(
+    transport: str, heard: Heard
+) -> None:
+    """Its redeems are refused as retryable twice (503 / UNAVAILABLE with
+    ``retry_after``); the client asks again after each, and gets the outcome."""
+    jobs = Jobs()
+    stores: list[DownForReads] = []
+
+    def make() -> PromiseStore:
+        stores.append(DownForReads(MemoryStore(ttl=60, max_entries=10), times=2))
+        return stores[-1]
+
+    with serving(jobs.tools, make) as server:
+        url = (
+            f"grpc://127.0.0.1:{server.grpc_port}"
+            if transport == "grpc"
+            else f"http://127.0.0.1:{server.port}"
+        )
+        async with Client(url, timeout=WAIT) as client:
+            waiting = asyncio.create_task(client.call("job"))
+            assert await asyncio.to_thread(stores[0].back.wait, WAIT)
+            jobs.release(server)
+            response = await asyncio.wait_for(waiting, WAIT)
+            assert response.response_type == "answer" and response.text == "finished"
+            # Asked directly, a redeem during an outage says so, with when to retry.
+            stores[0].left = 1
+            token = (await client.call("quick", wait=False)).promise_token
+            assert token is not None
+            with pytest.raises(OverloadedError) as refused:
+                await client.redeem(token)
+    assert stores[0].refused == 3
+    assert refused.value.retry_after == RETRY_AFTER
+    assert refused.value.data == UNAVAILABLE
+    assert heard.errors() == []
 
 
 # --- Redis ------------------------------------------------------------------------------------

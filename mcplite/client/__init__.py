@@ -17,7 +17,10 @@ The URL picks the transport::
 - An ``http://`` URL without a path means the default base path ``/mcp-lite/v1``.
 - :meth:`BaseClient.call` redeems promises by itself (long-polling ``redeem``) until
   the outcome or its ``timeout``; ``wait=False`` hands back the promise.  How long
-  one long poll may last is the server's to say: the ``redeem`` tool's schema.
+  one long poll may last is the server's to say: the ``redeem`` tool's schema.  A
+  redeem refused as :class:`OverloadedError` meanwhile (the server at a limit, or
+  its promise store down for a moment: the promise lives on) is asked again
+  after the ``retry_after`` it says.
 - Protocol errors raise :class:`RPCError` subclasses that keep the JSON-RPC
   ``code``, ``message`` and ``data``; gRPC statuses are mapped to the same classes
   (and the same codes).  Business outcomes (failure, elicitation, ...) are
@@ -161,6 +164,9 @@ class BaseClient:
         each long poll, in seconds (``1``: hear progress about once a second);
         by default a poll waits as long as the server allows.
 
+        A redeem refused meanwhile as :class:`OverloadedError` (retryable) is
+        asked again after its ``retry_after``.
+
         Raises :class:`ToolNotFoundError`, :class:`InvalidArgumentsError`,
         :class:`OverloadedError`, :class:`InternalServerError` (and other
         :class:`RPCError`), :class:`TransportError`, :class:`PromiseTimeout`.
@@ -178,12 +184,14 @@ class BaseClient:
         if not wait:
             return response
         pause = _FIRST_POLL_PAUSE
+        told = None
         while response.response_type == "promise":
             token = response.promise_token
             if token is None:
                 raise TransportError("the server answered a promise without a promise_token")
-            if on_progress is not None:
+            if on_progress is not None and response is not told:
                 on_progress(response)
+                told = response
             remaining = end - loop.time()
             if remaining <= 0:
                 raise PromiseTimeout(
@@ -191,15 +199,21 @@ class BaseClient:
                     f"redeem promise {token} later to get it",
                     token,
                 )
-            longest = await self._longest_redeem_wait()
-            if longest > 0 and poll_wait is not None:
-                longest = min(longest, poll_wait)
-            if longest > 0:
-                response = await self._long_poll(token, min(longest, remaining))
-            else:  # a server whose redeem cannot wait: poll, backing off
-                await asyncio.sleep(min(pause, remaining))
-                pause = min(pause * 2, _LAST_POLL_PAUSE)
-                response = await self.redeem(token)
+            try:
+                longest = await self._longest_redeem_wait()
+                if longest > 0 and poll_wait is not None:
+                    longest = min(longest, poll_wait)
+                if longest > 0:
+                    response = await self._long_poll(token, min(longest, remaining))
+                else:  # a server whose redeem cannot wait: poll, backing off
+                    await asyncio.sleep(min(pause, remaining))
+                    pause = min(pause * 2, _LAST_POLL_PAUSE)
+                    response = await self.redeem(token)
+            except OverloadedError as exc:
+                # At a limit, or its promise store down for a moment: the promise
+                # lives on.  Ask again when the server says (within the timeout).
+                retry = exc.retry_after if exc.retry_after is not None else _OVERLOAD_PAUSE
+                await asyncio.sleep(min(max(retry, 0.0), max(end - loop.time(), 0.0)))
         return response
 
     async def _long_poll(self, token: str, wait: float) -> Response:
@@ -354,6 +368,9 @@ def _list_of(result: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
 # Pauses between polls of a server whose redeem cannot long-poll, in seconds.
 _FIRST_POLL_PAUSE = 0.05
 _LAST_POLL_PAUSE = 1.0
+#: Seconds before a redeem refused as overloaded is asked again, when the server
+#: does not say (mcplite's own default ``retry_after``).
+_OVERLOAD_PAUSE = 1.0
 
 
 def _wait_bound(schema: Mapping[str, Any]) -> float:

@@ -9,8 +9,10 @@ merged in).
 Errors: the status maps to the same :class:`~mcplite.client.RPCError` classes as
 the HTTP binding's JSON-RPC codes, with ``data`` from the trailing metadata
 ``mcplite-error-data`` (JSON).  UNAVAILABLE, CANCELLED and connection failures are
-:class:`~mcplite.client.TransportError`; DEADLINE_EXCEEDED is
-:class:`~mcplite.client.RequestTimeout`.
+:class:`~mcplite.client.TransportError`, but for an UNAVAILABLE whose data says the
+server's promise store is down (``reason: store_unavailable``), which is
+:class:`~mcplite.client.OverloadedError` with its ``retry_after`` as over HTTP;
+DEADLINE_EXCEEDED is :class:`~mcplite.client.RequestTimeout`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from ..core import wire
+from ..core.errors import StoreUnavailable
 from ..core.outcomes import Partial, ProgressUpdate
 from ..core.wire import ERROR_DATA_KEY, iso_timestamp
 from ..protocols.protocalls import ResponseMeta, decode_tool_response, encode_tool_request
@@ -121,10 +124,6 @@ def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception
     """The client exception for a non-OK status (``trailing_metadata``: a mapping or None)."""
     status = err.status
     message = err.message or status.name
-    if status in (Status.UNAVAILABLE, Status.CANCELLED):
-        return TransportError(f"{origin}: {status.name}: {message}")
-    if status is Status.DEADLINE_EXCEEDED:
-        return RequestTimeout(f"{origin}: {status.name}: {message}")
     data: Any = None
     raw = trailing_metadata.get(ERROR_DATA_KEY) if trailing_metadata is not None else None
     if isinstance(raw, bytes):
@@ -134,6 +133,18 @@ def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception
             data = json.loads(raw)
         except ValueError:
             data = None
+    if (
+        status is Status.UNAVAILABLE
+        and isinstance(data, dict)
+        and data.get("reason") == StoreUnavailable.reason
+    ):
+        # The server's promise store, down for a moment: retryable, with the
+        # retry_after HTTP's 503 gives (-32000, OverloadedError).
+        return rpc_error(wire.SERVER_ERROR, message, data, grpc_status=status.value)
+    if status in (Status.UNAVAILABLE, Status.CANCELLED):
+        return TransportError(f"{origin}: {status.name}: {message}")
+    if status is Status.DEADLINE_EXCEEDED:
+        return RequestTimeout(f"{origin}: {status.name}: {message}")
     code = _JSONRPC_CODES.get(status, -32603)
     if status is Status.NOT_FOUND and isinstance(data, dict) and "reason" in data:
         code = -32602  # an unknown promise, not an unknown tool
