@@ -71,7 +71,8 @@ class McpReply:
 
     status: int
     body: dict[str, Any] | None
-    #: ``body`` as JSON, when known already (see :meth:`json`).
+    #: ``body`` as JSON, when known already (see :meth:`json`): a reply's body
+    #: is not changed once the reply is made.
     encoded: bytes | None = None
 
     def json(self) -> bytes:
