@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import struct
 from typing import Any
 
 import grpc
@@ -21,6 +22,7 @@ from h2.exceptions import FlowControlError
 from h2.settings import SettingCodes
 from hpack import Encoder, HeaderTuple, NeverIndexedHeaderTuple
 from hyperframe.frame import (
+    ContinuationFrame,
     DataFrame,
     Frame,
     HeadersFrame,
@@ -251,14 +253,23 @@ def test_a_lean_connection_sends_what_h2_sends_and_ends_where_h2_ends(steps: lis
 
 #: What a client may send once its streams have opened, closed or been reset,
 #: as raw frames (an h2 client would refuse to send some): a stream's HEADERS
-#: (ending it or not), DATA (ending it or not), RST_STREAM, WINDOW_UPDATE, PING,
-#: PRIORITY, and a frame of a type HTTP/2 does not define.
+#: (ending it or not; padded, with priority, its block split over a
+#: CONTINUATION, or left without its CONTINUATION), DATA (ending it or not;
+#: padded; on stream 0; over the frame size), RST_STREAM, WINDOW_UPDATE, PING,
+#: PRIORITY.
 #: ``answer``: the server ends the stream (its response headers, END_STREAM).
 _FRAME_KINDS = (
     "headers",
     "headers-end",
+    "headers-padded",
+    "headers-priority",
+    "headers-split",
+    "headers-unended",
     "data",
     "data-end",
+    "data-padded",
+    "data-stream-0",
+    "data-oversize",
     "reset",
     "window",
     "ping",
@@ -268,13 +279,35 @@ _FRAME_KINDS = (
 _frames = st.lists(
     st.tuples(st.sampled_from(_FRAME_KINDS), st.sampled_from([1, 3, 5, 7])), max_size=12
 )
+_MESSAGE = b"\x00\x00\x00\x00\x01x"
 
 
 def _raw_frame(kind: str, stream_id: int, encoder: Encoder) -> bytes:
+    end = ["END_STREAM"] if kind.endswith("-end") else []
+    if kind == "headers-split":
+        block = encoder.encode(REQUEST)
+        first = HeadersFrame(stream_id, block[:3], flags=end)
+        rest = ContinuationFrame(stream_id, block[3:], flags=["END_HEADERS"])
+        return bytes(first.serialize()) + bytes(rest.serialize())
+    if kind == "headers-unended":  # the next frame should be its CONTINUATION
+        return bytes(HeadersFrame(stream_id, encoder.encode(REQUEST)[:3]).serialize())
+    if kind == "data-stream-0":  # hyperframe will not build it
+        return struct.pack(">HBBBL", 0, len(_MESSAGE), 0, 0, 0) + _MESSAGE
+    frame: Any
     if kind.startswith("headers"):
-        frame: Any = HeadersFrame(stream_id, encoder.encode(REQUEST), flags=["END_HEADERS"])
+        frame = HeadersFrame(stream_id, encoder.encode(REQUEST), flags=["END_HEADERS", *end])
+        if kind == "headers-padded":
+            frame.flags.add("PADDED")
+            frame.pad_length = 3
+        elif kind == "headers-priority":
+            frame.flags.add("PRIORITY")
+            frame.depends_on, frame.stream_weight = 0, 16
     elif kind.startswith("data"):
-        frame = DataFrame(stream_id, b"\x00\x00\x00\x00\x01x")
+        data = bytes(16_385) if kind == "data-oversize" else _MESSAGE
+        frame = DataFrame(stream_id, data, flags=end)
+        if kind == "data-padded":
+            frame.flags.add("PADDED")
+            frame.pad_length = 2
     elif kind == "reset":
         frame = RstStreamFrame(stream_id, error_code=8)
     elif kind == "window":
@@ -283,8 +316,6 @@ def _raw_frame(kind: str, stream_id: int, encoder: Encoder) -> bytes:
         frame = PingFrame(0, opaque_data=b"12345678")
     else:
         frame = PriorityFrame(stream_id, depends_on=0, stream_weight=16)
-    if kind.endswith("-end"):
-        frame.flags.add("END_STREAM")
     return bytes(frame.serialize())
 
 
@@ -308,13 +339,8 @@ def test_a_lean_connection_reads_frames_as_h2_reads_them(frames: list[tuple[str,
     # Each frame on its own, to both: the same events, or the same error (a
     # stream closed by END_STREAM, a stream id gone back), the same RST_STREAM
     # back for a stream reset, and the same state.
-    theirs, ours = H2Connection(_server_config()), H2Connection(_server_config())
-    assert LeanH2Connection.adopt(ours)
+    theirs, ours = _fresh_pair()
     encoder = Encoder()
-    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(SettingsFrame(0).serialize())
-    for server in (theirs, ours):
-        server.initiate_connection()
-    assert _heard(ours, preface) == _heard(theirs, preface)
     for kind, stream_id in frames:
         if kind == "answer":
             assert _answer(ours, stream_id) == _answer(theirs, stream_id)
@@ -324,6 +350,60 @@ def test_a_lean_connection_reads_frames_as_h2_reads_them(frames: list[tuple[str,
         assert _heard(ours, raw) == heard, (kind, stream_id)
         if heard[0] and heard[0][0].startswith("raised"):
             break  # a connection error: h2 would close the connection
+
+
+def _fresh_pair() -> tuple[H2Connection, H2Connection]:
+    """h2's server connection and a lean one, each past the client's preface."""
+    theirs, ours = H2Connection(_server_config()), H2Connection(_server_config())
+    assert LeanH2Connection.adopt(ours)
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(SettingsFrame(0).serialize())
+    for server in (theirs, ours):
+        server.initiate_connection()
+    assert _heard(ours, preface) == _heard(theirs, preface)
+    return theirs, ours
+
+
+@settings(max_examples=200, deadline=None)
+@given(_frames, st.lists(st.integers(1, 40), min_size=1, max_size=30))
+def test_frames_in_pieces_are_read_as_h2_reads_them(
+    frames: list[tuple[str, int]], cuts: list[int]
+) -> None:
+    # The same frames as one stream of bytes cut anywhere (a frame's header or
+    # payload split across reads): the same events at every read.
+    theirs, ours = _fresh_pair()
+    encoder = Encoder()
+    sent = b"".join(
+        _raw_frame(kind, stream_id, encoder) for kind, stream_id in frames if kind != "answer"
+    )
+    at = 0
+    for cut in cuts * (len(sent) // max(1, sum(cuts)) + 1):
+        if at >= len(sent):
+            break
+        piece = sent[at : at + cut]
+        at += cut
+        heard = _heard(theirs, piece)
+        assert _heard(ours, piece) == heard
+        if heard[0] and heard[0][0].startswith("raised"):
+            break
+
+
+def test_a_plain_request_is_read_without_hyperframes_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The frames every unary call brings (HEADERS, then DATA ending the stream)
+    # must take the lean reading, not h2's FrameBuffer.
+    theirs, ours = _fresh_pair()
+    encoder = Encoder()
+    request = _raw_frame("headers", 1, encoder) + _raw_frame("data-end", 1, encoder)
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("hyperframe parsed a frame")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Frame, "parse_frame_header", refused)
+        events = ours.receive_data(request)
+    assert [type(e).__name__ for e in events] == ["RequestReceived", "DataReceived", "StreamEnded"]
+    assert [repr(e) for e in theirs.receive_data(request)] == [repr(e) for e in events]
 
 
 def test_frames_are_read_without_being_formatted_for_the_log(
