@@ -64,7 +64,8 @@ ALLOWED: dict[str, tuple[str, ...] | None] = {
 THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "core": (),
     "protocols": ("betterproto",),
-    "bindings": ("h11", "h2", "hpack", "grpclib", "multidict", "betterproto"),
+    # hpack and hyperframe are h2's own: its HPACK and its frames, for the gRPC speed paths.
+    "bindings": ("h11", "h2", "hpack", "hyperframe", "grpclib", "multidict", "betterproto"),
     "client": ("h11", "h2", "grpclib", "multidict", "certifi"),
     "tracing": ("opentelemetry",),
     "asgi": (),  # ASGI is a calling convention: no library

@@ -29,7 +29,6 @@ from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from ..core import wire
-from ..core.errors import StoreUnavailable
 from ..core.outcomes import Partial, ProgressUpdate
 from ..core.wire import ERROR_DATA_KEY, iso_timestamp
 from ..protocols.protocalls import ResponseMeta, decode_tool_response, encode_tool_request
@@ -136,7 +135,7 @@ def grpc_error(err: GRPCError, trailing_metadata: Any, origin: str) -> Exception
     if (
         status is Status.UNAVAILABLE
         and isinstance(data, dict)
-        and data.get("reason") == StoreUnavailable.reason
+        and data.get("reason") == wire.STORE_UNAVAILABLE
     ):
         # The server's promise store, down for a moment: retryable, with the
         # retry_after HTTP's 503 gives (-32000, OverloadedError).

@@ -210,7 +210,7 @@ class StoreUnavailable(Overloaded):
 
     grpc_status = _UNAVAILABLE
     default_message = "Promise store unavailable"
-    reason = "store_unavailable"
+    reason = wire.STORE_UNAVAILABLE
 
     def __init__(self, message: str | None = None, retry_after: float = 1.0) -> None:
         super().__init__(message, retry_after)

@@ -23,6 +23,7 @@ __all__ = [
     "RESPONSE_TYPE_CODES",
     "RESPONSE_TYPE_NAMES",
     "SERVER_ERROR",
+    "STORE_UNAVAILABLE",
     "UNAUTHENTICATED_ERROR",
     "iso_timestamp",
     "set_present",
@@ -45,6 +46,9 @@ INVALID_PARAMS: Final = -32602  # also a bad or expired promise token
 INTERNAL_ERROR: Final = -32603
 SERVER_ERROR: Final = -32000  # overloaded, or shutting down: retryable
 DEADLINE_ERROR: Final = -32001
+#: The ``reason`` in a -32000 error's data when the promise store is down for a
+#: moment (gRPC: UNAVAILABLE with that data): retry after its ``retry_after``.
+STORE_UNAVAILABLE: Final = "store_unavailable"
 # Authentication (HTTP answers these with 401 and 403 too; -320xx echoes the status).
 UNAUTHENTICATED_ERROR: Final = -32041
 FORBIDDEN_ERROR: Final = -32043
