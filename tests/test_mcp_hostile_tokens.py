@@ -38,7 +38,10 @@ from mcp_hostile_support import (
 )
 from sse_client import RawHttp, connect, request_bytes
 
+from mcplite import Dispatcher, Promised, Tools
+from mcplite.core.context import RequestContext, binding_of
 from mcplite.core.tokens import TokenSealer
+from mcplite.protocols.mcp.tasks import TaskTable
 
 #: Bound of the polls that wait for a task to leave a status (each a tasks/get).
 POLLS = 400
@@ -136,6 +139,19 @@ def test_a_task_id_sealed_elsewhere_expired_or_cut_names_no_task(server: Hostile
         never = TokenSealer(SECRET).seal(b"\x00" * 16, far)
         unknown_task(c, "tasks/get", never)
         assert status_of(c, task_id)["status"] in ("working", "completed")
+
+
+def test_a_task_is_kept_exactly_as_long_as_its_id_opens() -> None:
+    # Its id is a token, whose expiry is whole milliseconds: the table keeps the
+    # task until then, not until the promise's own (finer) expiry, so a request
+    # told "expired" is never followed by one that still finds it.
+    dispatcher = Dispatcher(Tools(), make_config())
+    table = TaskTable(dispatcher, 10)
+    expires = time.time() + 60.0004567
+    token = dispatcher.sealer.seal(b"p" * 16, expires, binding_of(None))
+    task = table.add(Promised(token, expires), "quick", {}, RequestContext("mcp"))
+    _, opens_until = dispatcher.sealer.open(task.task_id, binding_of(None))
+    assert task.expires_at == opens_until < expires
 
 
 def test_a_task_whose_promise_ttl_ran_out_names_no_task_and_leaves_the_table() -> None:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 from .errors import ExpiredToken, InvalidToken
 
-__all__ = ["TokenSealer", "promise_id_of"]
+__all__ = ["TokenSealer", "promise_id_of", "sealed_expiry"]
 
 _PREFIX = "prom_"
 _VERSION = 1
@@ -37,6 +37,12 @@ _MAC_SIZE = 32
 _RAW_SIZE = _HEAD.size + _MAC_SIZE  # 57
 _TOKEN_SHAPE = re.compile(r"prom_[A-Za-z0-9_-]{76}")  # 57 bytes: 76 chars, no padding
 _STATE_SHAPE = re.compile(r"st_[A-Za-z0-9_-]{11,}\.[A-Za-z0-9_-]{43}")
+
+
+def sealed_expiry(expires_at: float) -> float:
+    """The expiry a token sealed for ``expires_at`` carries (whole milliseconds,
+    rounded down): the instant :meth:`TokenSealer.open` says it expired."""
+    return int(expires_at * 1000) / 1000
 
 
 class TokenSealer:

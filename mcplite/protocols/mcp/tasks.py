@@ -40,6 +40,7 @@ from ...core.errors import (
     UnknownPromise,
 )
 from ...core.outcomes import Elicitation, Failure, InputRequired, Promised
+from ...core.tokens import sealed_expiry
 from ...core.wire import iso_timestamp
 from ..requests import Request
 from .protocol import TASKS_EXTENSION, MissingCapability, extensions_of
@@ -220,13 +221,16 @@ class TaskTable:
             context, notify=None, progress_token=None, input_responses=None, request_state=None
         )
         ttl = self.dispatcher.config.promise_ttl
+        # As its id says: kept no longer than its token opens (a float kept here
+        # outlived the token by up to a millisecond).
+        expires_at = sealed_expiry(promised.expires_at)
         task = Task(
             promised.token,
             tool,
             arguments,
             kept,
-            created_at=promised.expires_at - ttl,
-            expires_at=promised.expires_at,
+            created_at=expires_at - ttl,
+            expires_at=expires_at,
             updated_at=now,
             token=promised.token,
             progress=promised.progress,
