@@ -212,14 +212,7 @@ class McpServer:
         with nothing done, for a message that may be worth a stream."""
         sent = headers.get("mcp-protocol-version")
         modern = sent not in LEGACY_VERSIONS if sent is not None else _is_modern(message, None)
-        if modern and type(message) is dict and message.get("method") == "tools/call":
-            # may_notify's answer for the common call, read inline
-            params = message.get("params")
-            name = params.get("name") if type(params) is dict else None
-            tool = self.dispatcher.served.get(name) if type(name) is str else None
-            if tool is not None and (tool.context_param is not None or tool.kind is _STREAM):
-                return _no_reply()
-        elif self.may_notify(message, headers, modern):
+        if self.may_notify(message, headers, modern):
             return _no_reply()
         return self._answer(message, context, headers, None, None, True, modern, sent, not modern)
 
