@@ -30,19 +30,26 @@ import contextlib
 import functools
 import gc
 import importlib.resources
+import os
+import socket
 import tempfile
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from grpc_tools import protoc
 from grpclib.protocol import H2Protocol
 
 from mcplite.bindings.grpc import accel
+from mcplite.protocols.protobuf import encode_tool_request
 
 #: Whether the gRPC speed paths are on in this run (and in the servers it starts).
 ACCEL = accel.on()
@@ -239,3 +246,88 @@ def to_python(value: Any) -> Any:
     if kind in ("struct_value", "list_value"):
         return to_python(getattr(value, kind))
     return getattr(value, kind)
+
+
+#: The path of CallTool, and the bound in seconds of every wait of :class:`RawH2`.
+CALL_TOOL = "/mcplite.MCPLite/CallTool"
+RAW_WAIT = 10.0
+
+
+class RawH2:
+    """An HTTP/2 client over a plain socket, frame by frame, with h2's default (strict)
+    validation of the headers it receives."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=RAW_WAIT)
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.h2.initiate_connection()
+        self.flush()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def flush(self) -> None:
+        self.sock.sendall(self.h2.data_to_send())
+
+    def headers(self, path: str = CALL_TOOL) -> list[tuple[str, str]]:
+        return [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "127.0.0.1"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ]
+
+    def call(self, name: str, arguments: dict[str, Any]) -> int:
+        """Start a CallTool request (its one message, then the end of the stream)."""
+        stream_id = self.h2.get_next_available_stream_id()
+        message = encode_tool_request(name, arguments)
+        self.h2.send_headers(stream_id, self.headers())
+        self.h2.send_data(stream_id, b"\0" + len(message).to_bytes(4, "big") + message)
+        self.h2.end_stream(stream_id)
+        self.flush()
+        return stream_id
+
+    def events_until(
+        self, done: Callable[[h2.events.Event], bool], timeout: float = RAW_WAIT
+    ) -> list[h2.events.Event]:
+        """Events received until one satisfies ``done`` (that one last)."""
+        events: list[h2.events.Event] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"no awaited HTTP/2 event within {timeout}s; got {events}")
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(65536)
+            if not data:
+                pytest.fail(f"the server closed the connection; got {events}")
+            for event in self.h2.receive_data(data):
+                events.append(event)
+                if done(event):
+                    self.flush()
+                    return events
+            self.flush()
+
+    def ping(self) -> None:
+        """A PING and its ACK: the server has processed every frame sent before it."""
+        payload = os.urandom(8)
+        self.h2.ping(payload)
+        self.flush()
+        self.events_until(
+            lambda e: isinstance(e, h2.events.PingAckReceived) and e.ping_data == payload
+        )
+
+    def trailers(self, stream_id: int) -> dict[str, str]:
+        """The headers that end ``stream_id`` (a trailers-only response's, or its trailers)."""
+        events = self.events_until(
+            lambda e: isinstance(e, h2.events.StreamEnded) and e.stream_id == stream_id
+        )
+        last = [
+            e
+            for e in events
+            if isinstance(e, h2.events.ResponseReceived | h2.events.TrailersReceived)
+            and e.stream_id == stream_id
+        ][-1]
+        return {k.decode(): v.decode() for k, v in last.headers}

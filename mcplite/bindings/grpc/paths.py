@@ -13,6 +13,8 @@ alone.  What differs, and nothing else (speed paths, then plain path):
   once grpclib has read it.
 * a status message with a space at either end: the space sent as ``%20``; the
   message sent trimmed.
+* a unary call's answer: its headers, message and trailers sent in one step
+  (:mod:`.accel.answers`); grpclib's ``send_message``, then its trailers.
 * open connections: counted (the ``mcplite_connections_open`` gauge); not.
 * the listening asyncio server: known (``serve`` guards its accept loop); not.
 
@@ -33,13 +35,15 @@ from grpclib.server import Server, Stream
 
 from ...core.observe import Metrics
 from . import accel
-from .messages import read_message
+from .messages import RawMessage, read_message
 from .status import SendSpaced, send_trimmed
 
-__all__ = ["MakeServer", "PathParts", "ReadMessage", "chosen"]
+__all__ = ["MakeServer", "PathParts", "ReadMessage", "SendAnswer", "chosen"]
 
 #: Reads a request message under a size limit (see :mod:`.messages`).
 ReadMessage = Callable[[Stream[Any, Any], int], Awaitable[bytes | None]]
+#: Ends a unary call with its one response message (serialized) and status OK.
+SendAnswer = Callable[[Stream[Any, Any], bytes], Awaitable[None]]
 
 
 class MakeServer(Protocol):
@@ -65,6 +69,7 @@ class PathParts:
     accel: bool
     make_server: MakeServer
     read_message: ReadMessage
+    send_answer: SendAnswer
     #: Ends a call whose status message has a space at either end.
     send_spaced: SendSpaced
     #: The asyncio server a started server listens with; None: not known.
@@ -77,6 +82,7 @@ class PathParts:
 def chosen() -> PathParts:
     """The path this process takes (the gate decides once)."""
     if accel.on():
+        from .accel.answers import send_answer
         from .accel.connections import LimitedServer, connection_count, listening
         from .accel.messages import read_message as read_by_prefix
         from .accel.trailers import send_trailers
@@ -85,12 +91,18 @@ def chosen() -> PathParts:
             accel=True,
             make_server=LimitedServer,
             read_message=read_by_prefix,
+            send_answer=send_answer,
             send_spaced=send_trailers,
             listening=listening,
             connection_count=connection_count,
         )
     # grpclib's public API: its own server, which tells neither its listener nor its connections.
-    return PathParts(False, _grpclib_server, read_message, send_trimmed)
+    return PathParts(False, _grpclib_server, read_message, _send_answer, send_trimmed)
+
+
+async def _send_answer(stream: Stream[Any, Any], data: bytes) -> None:
+    # The trailers follow when the handler returns (grpclib's Stream.__aexit__).
+    await stream.send_message(RawMessage(data))
 
 
 def _grpclib_server(

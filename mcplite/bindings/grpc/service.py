@@ -164,6 +164,7 @@ class MCPLiteService:
             raise ValueError("max_message_size must not be negative")
         path = chosen()
         self._read_message = path.read_message
+        self._send_answer = path.send_answer
         self._statuses = StatusSender(error_details=error_details, send_spaced=path.send_spaced)
         self._dispatcher = dispatcher
         self._access_log = access_log
@@ -328,7 +329,7 @@ class MCPLiteService:
         except Exception:
             await self._statuses.unexpected(stream, "CallTool")
             return
-        await stream.send_message(RawMessage(response))
+        await self._send_answer(stream, response)
 
     async def _call_tool_stream(
         self, stream: Stream[RawMessage, RawMessage], context: RequestContext
@@ -392,7 +393,7 @@ class MCPLiteService:
         except Exception:
             await self._statuses.unexpected(stream, method)
             return
-        await stream.send_message(RawMessage(response))
+        await self._send_answer(stream, response)
 
     # --- helpers ----------------------------------------------------------------
 
