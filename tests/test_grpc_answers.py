@@ -1,6 +1,7 @@
 """A unary call end to end on the wire: its request message read however it is cut
 into frames, and its answer (headers, one message, OK trailers) as grpclib sends
-it, whether the speed paths send it in one step or grpclib in three.
+it, whether the speed paths send it in one step or grpclib in three; on the
+speed paths, the whole answer is on the wire before the call is logged.
 
 Peers we did not write: a strict HTTP/2 client written with the ``h2`` package
 over a real socket (frame by frame, so that the request can be cut and the
@@ -12,6 +13,8 @@ between them is asserted where it differs.
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +24,7 @@ import h2.events
 import h2.settings
 import pytest
 from conftest import RunningServer, make_config, start_server
-from grpc_support import RawH2, protos, served, to_python
+from grpc_support import ACCEL, RawH2, protos, served, to_python
 from grpclib.events import SendMessage, SendTrailingMetadata, listen
 
 from mcplite import Dispatcher, Tools
@@ -43,10 +46,9 @@ def make_tools() -> Tools:
 
 
 @contextmanager
-def serving() -> Iterator[RawH2]:
-    server: RunningServer = start_server(
-        make_tools(), make_config(grpc_max_message_size=LIMIT), grpc=True
-    )
+def serving(**overrides: Any) -> Iterator[RawH2]:
+    config = make_config(grpc_max_message_size=LIMIT, **overrides)
+    server: RunningServer = start_server(make_tools(), config, grpc=True)
     client = RawH2(server.grpc_port or 0)
     try:
         yield client
@@ -188,3 +190,40 @@ async def test_grpclibs_event_listeners_hear_the_answer_and_its_trailers() -> No
     assert kind == "message" and later == "trailers" and status.name == "OK"
     sent = proto.cls("ToolResponse").FromString(message.SerializeToString())
     assert to_python(sent.result)["content"][0]["text"] == "heard"
+
+
+class _Held(logging.Handler):
+    """Holds the server's loop at its access line (bounded) until the client says
+    it has the whole answer, and notes whether it had."""
+
+    def __init__(self, bound: float) -> None:
+        super().__init__()
+        self.bound = bound
+        self.answered = threading.Event()
+        self.logged = threading.Event()
+        self.had_answer: bool | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.had_answer = self.answered.wait(self.bound)
+        self.logged.set()
+
+
+def test_the_whole_answer_reaches_the_client_before_the_call_is_logged() -> None:
+    # On the speed paths the answer, trailers included, is written as it is made;
+    # grpclib sends the trailers once the handler (which logs the call) returns.
+    held = _Held(TIMEOUT if ACCEL else 1.0)
+    access = logging.getLogger("mcplite.access")
+    level = access.level
+    access.setLevel(logging.INFO)
+    access.addHandler(held)
+    try:
+        with serving(access_log=True) as client:
+            stream_id = client.call("echo", {"text": "first"})
+            _, data, trailers = answer(client, stream_id)
+            held.answered.set()
+            assert held.logged.wait(TIMEOUT)
+    finally:
+        access.removeHandler(held)
+        access.setLevel(level)
+    assert trailers == {"grpc-status": "0"} and echoed(data) == "first"
+    assert held.had_answer is ACCEL

@@ -172,8 +172,9 @@ class _CoalescingTransport(asyncio.Transport):
     a burst of calls on one connection three each.  Gathering what is written
     until the loop's next turn sends all of it at once (in order, never later
     than that turn), which is most of a pure-Python gRPC server's time spent
-    outside Python.  Everything but ``write`` and ``close`` is the real
-    transport's.
+    outside Python.  :meth:`write_now` sends what is gathered at once (a unary
+    answer, :mod:`.answers`).  Everything but ``write`` and ``close`` is the
+    real transport's.
     """
 
     def __init__(self, transport: asyncio.Transport) -> None:
@@ -188,6 +189,12 @@ class _CoalescingTransport(asyncio.Transport):
         if not self._pending:
             self._loop.call_soon(self._flush)
         self._pending.append(bytes(data))
+
+    def write_now(self, data: bytes) -> None:
+        """Write ``data`` at once, after what is pending (a unary call's answer:
+        it need not wait for the handler's bookkeeping to end)."""
+        self._pending.append(data)
+        self._flush()
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
