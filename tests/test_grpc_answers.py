@@ -24,7 +24,7 @@ import h2.events
 import h2.settings
 import pytest
 from conftest import RunningServer, make_config, start_server
-from grpc_support import ACCEL, RawH2, protos, served, to_python
+from grpc_support import ACCEL, RawH2, accel_only, protos, served, to_python
 from grpclib.events import SendMessage, SendTrailingMetadata, listen
 
 from mcplite import Dispatcher, Tools
@@ -227,3 +227,57 @@ def test_the_whole_answer_reaches_the_client_before_the_call_is_logged() -> None
         access.setLevel(level)
     assert trailers == {"grpc-status": "0"} and echoed(data) == "first"
     assert held.had_answer is ACCEL
+
+
+class _Lines(logging.Handler):
+    """Holds the server's loop at its first access line until the test lets it go,
+    then notes, for each later line, whether the client had its answer by then
+    (waiting for that at most ``bound`` seconds)."""
+
+    def __init__(self, bound: float) -> None:
+        super().__init__()
+        self.bound = bound
+        self.first = threading.Event()
+        self.go_on = threading.Event()
+        self.answered = threading.Event()
+        self.had_answer: list[bool] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.first.is_set():
+            self.first.set()
+            self.go_on.wait(TIMEOUT)
+            return
+        self.had_answer.append(self.answered.wait(self.bound))
+
+
+@accel_only
+def test_answers_to_calls_that_arrive_together_leave_together() -> None:
+    # Two clients' calls read in one turn of the loop: their answers wait for the
+    # turn's end (after both are logged) rather than going one by one.
+    lines = _Lines(0.5)
+    access = logging.getLogger("mcplite.access")
+    level = access.level
+    access.setLevel(logging.INFO)
+    access.addHandler(lines)
+    try:
+        with serving(access_log=True) as first:
+            port = first.sock.getpeername()[1]
+            second, third = RawH2(port), RawH2(port)
+            try:
+                for client in (first, second, third):
+                    client.ping()  # each connection is open and idle
+                call = first.call("echo", {"text": "first"})
+                assert lines.first.wait(TIMEOUT)  # the server's loop is held
+                calls = [(c, c.call("echo", {"text": "together"})) for c in (second, third)]
+                lines.go_on.set()
+                answers = [answer(client, stream_id) for client, stream_id in calls]
+                lines.answered.set()
+                answers.append(answer(first, call))
+            finally:
+                second.close()
+                third.close()
+    finally:
+        access.removeHandler(lines)
+        access.setLevel(level)
+    assert [trailers for _, _, trailers in answers] == [{"grpc-status": "0"}] * 3
+    assert lines.had_answer == [False, False]

@@ -16,10 +16,10 @@ takes grpclib's own ``send_message`` (and ``__aexit__`` the trailers), which
 waits for the window or the transport as it always does.
 
 The trailers then leave with the message rather than once the handler's
-bookkeeping (metrics, the access log) is done, and on a connection of
-:class:`~.connections.LimitedServer` the answer is written at once (with
-whatever that connection had waiting) instead of at the event loop's next
-turn: the client has its answer before the server logs it.
+bookkeeping (metrics, the access log) is done.  And on a quiet server (see
+``_CoalescingTransport.write_now`` in :mod:`.connections`) the answer is
+written at once, not at the event loop's next turn: a client calling one
+call at a time has its answer before the server logs it.
 
 grpclib internals used (grpclib 0.4.9; tests/test_grpc_answers.py):
 ``grpclib.events._ident`` (what a dispatcher with no listener for an event
@@ -76,8 +76,7 @@ async def send_answer(stream: Stream[Any, Any], data: bytes) -> None:
     h2.send_data(stream_id, b"\x00" + len(data).to_bytes(4, "big") + data)
     h2.send_headers(stream_id, _OK, end_stream=True)
     transport = h2_stream._transport
-    send = getattr(transport, "write_now", transport.write)  # LimitedServer's: at once
-    send(h2.data_to_send())
+    getattr(transport, "write_now", transport.write)(h2.data_to_send())
     stream._send_initial_metadata_done = True
     stream._send_message_done = True
     stream._messages_sent += 1

@@ -177,8 +177,9 @@ class _CoalescingTransport(asyncio.Transport):
     real transport's.
     """
 
-    def __init__(self, transport: asyncio.Transport) -> None:
+    def __init__(self, transport: asyncio.Transport, quiet: Callable[[], bool]) -> None:
         super().__init__()
+        self._quiet = quiet
         self._real = transport
         self._pending: list[bytes] = []
         self._loop = asyncio.get_running_loop()
@@ -191,8 +192,18 @@ class _CoalescingTransport(asyncio.Transport):
         self._pending.append(bytes(data))
 
     def write_now(self, data: bytes) -> None:
-        """Write ``data`` at once, after what is pending (a unary call's answer:
-        it need not wait for the handler's bookkeeping to end)."""
+        """Write ``data``, a unary call's answer: at once, after what is pending,
+        when the server is quiet (:meth:`LimitedServer.quiet`); else as :meth:`write`.
+
+        At once, the client has its answer before the handler's bookkeeping (its
+        metrics, its access line) and the loop's next turn: a quarter more calls
+        a second from a client calling one at a time.  Under load that would
+        cost: clients answered one by one send again one by one, and the loop
+        serves fewer calls a turn for its overhead (a tenth fewer a second at 50
+        connections), so the answers wait for the turn's end together."""
+        if not self._quiet():
+            self.write(data)
+            return
         self._pending.append(data)
         self._flush()
 
@@ -245,10 +256,16 @@ class _Connection(H2Protocol, asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.data_received(self.read_into[:nbytes].tobytes())
 
+    def data_received(self, data: bytes) -> None:
+        # (uvloop calls this one itself, even on a BufferedProtocol.)
+        self.server.count_read()
+        super().data_received(data)
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio's own stream transport, or another loop's (uvloop's are not
         # asyncio.Transport subclasses) with the same methods.
-        super().connection_made(_CoalescingTransport(cast(asyncio.Transport, transport)))
+        real = cast(asyncio.Transport, transport)
+        super().connection_made(_CoalescingTransport(real, self.server.quiet))
         assert isinstance(self.handler, _Handler)
         self.handler.processor = self.processor
         h2_connection = self.connection._connection
@@ -317,6 +334,8 @@ class LimitedServer(Server):
         self.connections: set[_Connection] = set()
         #: What its connections' sockets are read into (see the module docstring).
         self.read_into = memoryview(bytearray(READ_SIZE))
+        #: Socket reads of its connections in this turn of the loop, and in the last.
+        self._reads = self._reads_before = 0
         self._tick_every = min(1.0, max(0.02, idle_timeout / 4))
         self._ticker: asyncio.TimerHandle | None = None
         self._refusal_logged_at: float | None = None
@@ -338,6 +357,22 @@ class LimitedServer(Server):
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().call_later(self._tick_every, self._tick)
         return protocol
+
+    def count_read(self) -> None:
+        """Count one connection's socket read in this turn of the loop."""
+        if not self._reads:  # the turn's first: its count is taken at the next
+            asyncio.get_running_loop().call_soon(self._turn)
+        self._reads += 1
+
+    def _turn(self) -> None:
+        # Scheduled by a turn's first read, so run at the next turn's start,
+        # before the calls that turn's reads started.
+        self._reads_before, self._reads = self._reads, 0
+
+    def quiet(self) -> bool:
+        """Whether at most one connection sent anything in the loop's last turn:
+        no other call is about to be answered with the one at hand."""
+        return self._reads_before <= 1
 
     def _log_refusal(self) -> None:
         now = asyncio.get_running_loop().time()
