@@ -57,23 +57,43 @@ def serving(**overrides: Any) -> Iterator[RawH2]:
         server.stop()
 
 
-def answer(client: RawH2, stream_id: int) -> tuple[list[Any], bytes, dict[str, str]]:
+Answer = tuple[list[Any], bytes, dict[str, str]]
+
+
+def answers(client: RawH2, stream_ids: list[int]) -> list[Answer]:
     """The response headers, the message bytes (framing included) and the trailers
-    of ``stream_id``, read until it ends; its flow control acknowledged as read."""
-    events = client.events_until(
-        lambda e: isinstance(e, h2.events.StreamEnded) and e.stream_id == stream_id
-    )
-    heads = [
-        e.headers
-        for e in events
-        if isinstance(e, h2.events.ResponseReceived | h2.events.TrailersReceived)
-        and e.stream_id == stream_id
-    ]
-    data = b"".join(
-        e.data for e in events if isinstance(e, h2.events.DataReceived) and e.stream_id == stream_id
-    )
-    trailers = {k.decode(): v.decode() for k, v in heads[-1]}
-    return heads[0] if len(heads) == 2 else [], data, trailers
+    of each of ``stream_ids``, read until all have ended (in whatever order their
+    frames come); their flow control acknowledged as read."""
+    waiting = set(stream_ids)
+
+    def ended(event: h2.events.Event) -> bool:
+        if isinstance(event, h2.events.StreamEnded):
+            waiting.discard(event.stream_id)
+        return not waiting
+
+    events = client.events_until(ended)
+    found = []
+    for stream_id in stream_ids:
+        heads = [
+            e.headers
+            for e in events
+            if isinstance(e, h2.events.ResponseReceived | h2.events.TrailersReceived)
+            and e.stream_id == stream_id
+        ]
+        data = b"".join(
+            e.data
+            for e in events
+            if isinstance(e, h2.events.DataReceived) and e.stream_id == stream_id
+        )
+        trailers = {k.decode(): v.decode() for k, v in heads[-1]}
+        found.append((heads[0] if len(heads) == 2 else [], data, trailers))
+    return found
+
+
+def answer(client: RawH2, stream_id: int) -> Answer:
+    """:func:`answers` of one stream."""
+    (found,) = answers(client, [stream_id])
+    return found
 
 
 def echoed(data: bytes) -> str:
@@ -192,6 +212,20 @@ async def test_grpclibs_event_listeners_hear_the_answer_and_its_trailers() -> No
     assert to_python(sent.result)["content"][0]["text"] == "heard"
 
 
+@contextmanager
+def access_lines(handler: logging.Handler) -> Iterator[None]:
+    """The server's access lines (``mcplite.access``, at INFO) go to ``handler`` too."""
+    access = logging.getLogger("mcplite.access")
+    level = access.level
+    access.setLevel(logging.INFO)
+    access.addHandler(handler)
+    try:
+        yield
+    finally:
+        access.removeHandler(handler)
+        access.setLevel(level)
+
+
 class _Held(logging.Handler):
     """Holds the server's loop at its access line (bounded) until the client says
     it has the whole answer, and notes whether it had."""
@@ -212,72 +246,45 @@ def test_the_whole_answer_reaches_the_client_before_the_call_is_logged() -> None
     # On the speed paths the answer, trailers included, is written as it is made;
     # grpclib sends the trailers once the handler (which logs the call) returns.
     held = _Held(TIMEOUT if ACCEL else 1.0)
-    access = logging.getLogger("mcplite.access")
-    level = access.level
-    access.setLevel(logging.INFO)
-    access.addHandler(held)
-    try:
-        with serving(access_log=True) as client:
-            stream_id = client.call("echo", {"text": "first"})
-            _, data, trailers = answer(client, stream_id)
-            held.answered.set()
-            assert held.logged.wait(TIMEOUT)
-    finally:
-        access.removeHandler(held)
-        access.setLevel(level)
+    with access_lines(held), serving(access_log=True) as client:
+        stream_id = client.call("echo", {"text": "first"})
+        _, data, trailers = answer(client, stream_id)
+        held.answered.set()
+        assert held.logged.wait(TIMEOUT)
     assert trailers == {"grpc-status": "0"} and echoed(data) == "first"
     assert held.had_answer is ACCEL
 
 
 class _Lines(logging.Handler):
-    """Holds the server's loop at its first access line until the test lets it go,
-    then notes, for each later line, whether the client had its answer by then
-    (waiting for that at most ``bound`` seconds)."""
+    """Notes, for each access line, whether the client had its answers by then
+    (waiting for that at most ``bound`` seconds, the server's loop held)."""
 
     def __init__(self, bound: float) -> None:
         super().__init__()
         self.bound = bound
-        self.first = threading.Event()
-        self.go_on = threading.Event()
         self.answered = threading.Event()
         self.had_answer: list[bool] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not self.first.is_set():
-            self.first.set()
-            self.go_on.wait(TIMEOUT)
-            return
         self.had_answer.append(self.answered.wait(self.bound))
 
 
 @accel_only
-def test_answers_to_calls_that_arrive_together_leave_together() -> None:
-    # Two clients' calls read in one turn of the loop: their answers wait for the
-    # turn's end (after both are logged) rather than going one by one.
+def test_answers_to_calls_that_start_together_leave_together() -> None:
+    # Two calls started in one turn of the loop: their answers wait for the turn's
+    # end (after both are logged) rather than going one by one.
     lines = _Lines(0.5)
-    access = logging.getLogger("mcplite.access")
-    level = access.level
-    access.setLevel(logging.INFO)
-    access.addHandler(lines)
-    try:
-        with serving(access_log=True) as first:
-            port = first.sock.getpeername()[1]
-            second, third = RawH2(port), RawH2(port)
-            try:
-                for client in (first, second, third):
-                    client.ping()  # each connection is open and idle
-                call = first.call("echo", {"text": "first"})
-                assert lines.first.wait(TIMEOUT)  # the server's loop is held
-                calls = [(c, c.call("echo", {"text": "together"})) for c in (second, third)]
-                lines.go_on.set()
-                answers = [answer(client, stream_id) for client, stream_id in calls]
-                lines.answered.set()
-                answers.append(answer(first, call))
-            finally:
-                second.close()
-                third.close()
-    finally:
-        access.removeHandler(lines)
-        access.setLevel(level)
-    assert [trailers for _, _, trailers in answers] == [{"grpc-status": "0"}] * 3
+    message = framed(encode_tool_request("echo", {"text": "together"}))
+    with access_lines(lines), serving(access_log=True) as client:
+        calls = []
+        for _ in range(2):  # both requests in one write
+            stream_id = client.h2.get_next_available_stream_id()
+            client.h2.send_headers(stream_id, client.headers())
+            client.h2.send_data(stream_id, message, end_stream=True)
+            calls.append(stream_id)
+        client.flush()
+        both = answers(client, calls)
+        lines.answered.set()
+    assert [trailers for _, _, trailers in both] == [{"grpc-status": "0"}] * 2
+    assert [echoed(data) for _, data, _ in both] == ["together"] * 2
     assert lines.had_answer == [False, False]

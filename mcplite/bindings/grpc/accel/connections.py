@@ -134,6 +134,16 @@ class _Handler(Handler):
 
     processor: EventsProcessor | None = None  # set by _Connection.connection_made
 
+    def __init__(self, count_call: Callable[[], None], *args: Any) -> None:
+        super().__init__(*args)
+        self._count_call = count_call
+
+    def accept(
+        self, stream: H2Stream, headers: list[tuple[str, str]], release_stream: Callable[[], Any]
+    ) -> None:
+        self._count_call()
+        super().accept(stream, headers, release_stream)
+
     def cancel(self, stream: H2Stream) -> None:
         task = self._tasks.get(stream)
         super().cancel(stream)
@@ -193,7 +203,8 @@ class _CoalescingTransport(asyncio.Transport):
 
     def write_now(self, data: bytes) -> None:
         """Write ``data``, a unary call's answer: at once, after what is pending,
-        when the server is quiet (:meth:`LimitedServer.quiet`); else as :meth:`write`.
+        when the server is quiet (:meth:`LimitedServer.quiet`: at most one call
+        started in the loop's last turn); else as :meth:`write`.
 
         At once, the client has its answer before the handler's bookkeeping (its
         metrics, its access line) and the loop's next turn: a quarter more calls
@@ -255,11 +266,6 @@ class _Connection(H2Protocol, asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.data_received(self.read_into[:nbytes].tobytes())
-
-    def data_received(self, data: bytes) -> None:
-        # (uvloop calls this one itself, even on a BufferedProtocol.)
-        self.server.count_read()
-        super().data_received(data)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio's own stream transport, or another loop's (uvloop's are not
@@ -334,8 +340,8 @@ class LimitedServer(Server):
         self.connections: set[_Connection] = set()
         #: What its connections' sockets are read into (see the module docstring).
         self.read_into = memoryview(bytearray(READ_SIZE))
-        #: Socket reads of its connections in this turn of the loop, and in the last.
-        self._reads = self._reads_before = 0
+        #: Calls its connections started in this turn of the loop, and in the last.
+        self._calls = self._calls_before = 0
         self._tick_every = min(1.0, max(0.02, idle_timeout / 4))
         self._ticker: asyncio.TimerHandle | None = None
         self._refusal_logged_at: float | None = None
@@ -349,7 +355,11 @@ class LimitedServer(Server):
         # As grpclib's own factory, with our Handler and protocol.
         self.__gc_step__()
         handler = _Handler(
-            self._mapping, self._codec, self._status_details_codec, self.__dispatch__
+            self.count_call,
+            self._mapping,
+            self._codec,
+            self._status_details_codec,
+            self.__dispatch__,
         )
         self._handlers.add(handler)
         protocol = _Connection(self, handler, self._config, self._h2_config)
@@ -358,21 +368,21 @@ class LimitedServer(Server):
             self._ticker = asyncio.get_running_loop().call_later(self._tick_every, self._tick)
         return protocol
 
-    def count_read(self) -> None:
-        """Count one connection's socket read in this turn of the loop."""
-        if not self._reads:  # the turn's first: its count is taken at the next
+    def count_call(self) -> None:
+        """Count one call started (its request's headers read) in this turn of the loop."""
+        if not self._calls:  # the turn's first: its count is taken at the next
             asyncio.get_running_loop().call_soon(self._turn)
-        self._reads += 1
+        self._calls += 1
 
     def _turn(self) -> None:
-        # Scheduled by a turn's first read, so run at the next turn's start,
-        # before the calls that turn's reads started.
-        self._reads_before, self._reads = self._reads, 0
+        # Scheduled by a turn's first call, so run at the next turn's start,
+        # before the steps of the calls that turn started.
+        self._calls_before, self._calls = self._calls, 0
 
     def quiet(self) -> bool:
-        """Whether at most one connection sent anything in the loop's last turn:
-        no other call is about to be answered with the one at hand."""
-        return self._reads_before <= 1
+        """Whether at most one call started in the loop's last turn (on any
+        connection): no other is about to be answered with the one at hand."""
+        return self._calls_before <= 1
 
     def _log_refusal(self) -> None:
         now = asyncio.get_running_loop().time()
