@@ -150,6 +150,14 @@ NEAR = [
     _plain_with(b"Expect: 100-continue"),
     _plain_with(b"Upgrade: websocket"),
     _plain_with(version=b"HTTP/1.0"),
+    # The plain request with other Content-Length digits (a kept head, read again).
+    PLAIN.replace(b"5\r\n\r\nhello", b"3\r\n\r\nabc"),
+    PLAIN.replace(b"5\r\n\r\nhello", b"0005\r\n\r\nhello"),
+    PLAIN.replace(b"5\r\n\r\nhello", b"12345678901234567890\r\n\r\nhello"),
+    PLAIN.replace(b"5\r\n\r\nhello", b"123456789012345678901\r\n\r\nhello"),
+    PLAIN.replace(b"5\r\n\r\nhello", b"+5\r\n\r\nhello"),
+    PLAIN.replace(b"5\r\n\r\nhello", b"5 \r\n\r\nhello"),
+    PLAIN.replace(b"5\r\n\r\nhello", b"\r\n\r\nhello"),
     b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\n\r\n",
     b"CONNECT h:1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
     b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
@@ -438,11 +446,75 @@ def test_a_head_seen_before_is_read_by_comparison(monkeypatch: pytest.MonkeyPatc
     monkeypatch.undo()
     send_fast(conn, 200, [], b"")
     conn.start_next_cycle()
-    # One byte apart (a longer body): read afresh, and answered with its own body.
-    longer = PLAIN.replace(b"Length: 5", b"Length: 6").replace(b"hello", b"hello!")
+    # Another body length: still by comparison, with its own event and body.
+    longer = PLAIN.replace(b"Length: 5", b"Length: 16").replace(b"hello", b"hello, everyone!")
+    monkeypatch.setattr(cycle, "common_head", pytest.fail)
     conn.receive_data(longer)
+    event, body, head_size = take(conn)
+    assert (event.headers[-1], body) == ((b"content-length", b"16"), b"hello, everyone!")
+    assert head_size == len(longer) - 16 and event is not again
+    assert repr(event) == repr(h11_request(longer))
+    monkeypatch.undo()
+    send_fast(conn, 200, [], b"")
+    conn.start_next_cycle()
+    # Another header value: read afresh.
+    other = PLAIN.replace(b"application/json", b"text/plain")
+    conn.receive_data(other)
     event, body, _ = take(conn)
-    assert (event.headers[-1], body) == ((b"content-length", b"6"), b"hello!")
+    assert (event.headers[1], body) == ((b"content-type", b"text/plain"), b"hello")
+
+
+def h11_request(data: bytes) -> h11.Request:
+    """The Request event plain h11 reads from ``data``."""
+    conn = h11.Connection(h11.SERVER)
+    conn.receive_data(data)
+    event = conn.next_event()
+    assert isinstance(event, h11.Request)
+    return event
+
+
+#: After a kept head, heads that differ from it around its Content-Length value.
+NEAR_THE_LENGTH = [
+    b"6\r\n\r\nhello!",
+    b"06\r\n\r\nhello!",
+    b" 6\r\n\r\nhello!",
+    b"6 \r\n\r\nhello!",
+    b"+6\r\n\r\nhello!",
+    b"-5\r\n\r\nhello",
+    b"6,6\r\n\r\nhello!",
+    b"\r\n\r\nhello",
+    b"99999999999999999999\r\n\r\n",
+    b"999999999999999999999\r\n\r\n",
+    b"6\r\nX: y\r\n\r\nhello!",
+    b"6\r\nContent-Length: 6\r\n\r\nhello!",
+    b"6\r\nHost: h\r\n\r\nhello!",
+    b"6\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello!\r\n0\r\n\r\n",
+    b"6\r",
+    b"6",
+]
+
+
+def test_heads_that_differ_in_their_length_alone_agree_with_h11(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bodies = [b"x" * n for n in (5, 16, 7, 7, 123, 0, 1000, 9)]
+    data = b"".join(PLAIN.replace(b"5\r\n\r\nhello", b"%d\r\n\r\n%s" % (len(b), b)) for b in bodies)
+    theirs = serve(h11.Connection(h11.SERVER), data, _respond, whole=True)
+    ours = ServerConnection(h11.SERVER)
+    ours.receive_data(PLAIN)  # the head to keep
+    take(ours)
+    _respond(ours)
+    ours.start_next_cycle()
+    monkeypatch.setattr(cycle, "common_head", pytest.fail)  # each read by comparison
+    assert serve(ours, data, _respond, whole=True) == theirs
+
+
+@pytest.mark.parametrize("tail", NEAR_THE_LENGTH)
+def test_a_head_near_the_kept_one_is_read_as_h11_reads_it(tail: bytes) -> None:
+    second = PLAIN.replace(b"5\r\n\r\nhello", tail)
+    assert serve(ServerConnection(h11.SERVER), PLAIN + second, _respond, whole=True) == serve(
+        h11.Connection(h11.SERVER), PLAIN + second, _respond, whole=True
+    )
 
 
 #: Requests just off the plain cycle, each with why.

@@ -28,7 +28,9 @@ same rows would: :meth:`ServerConnection.take_whole` takes a plain request's
 head, body and end when they are all in (or its head alone when the body is
 still coming), reading the head with
 :mod:`mcplite.bindings.http.accel.heads`, or by comparison when it repeats
-the connection's last one; :meth:`ServerConnection.respond_plain` takes a
+the connection's last one, but for its Content-Length's digits maybe
+(:class:`~mcplite.bindings.http.accel.heads.KeptHead`);
+:meth:`ServerConnection.respond_plain` takes a
 plain response and its end.  Otherwise h11's readers parse every byte (with
 the faster head reader) and its writers frame every byte sent through
 ``send``.  ``tests/test_http_cycle.py`` drives this class and h11's own side
@@ -55,7 +57,7 @@ from h11._readers import READERS, maybe_read_from_IDLE_client
 from h11._state import CLIENT, DONE, IDLE, SEND_BODY, SEND_RESPONSE, SERVER
 from h11._writers import WRITERS
 
-from .heads import common_head, read_request, request_event
+from .heads import KeptHead, common_head, read_request, request_event
 
 __all__ = ["PLAIN_CYCLE", "ServerConnection", "Step", "Whole", "unread"]
 
@@ -205,10 +207,10 @@ class ServerConnection(h11.Connection):
         if our_role is not h11.SERVER:
             raise ValueError("ServerConnection is for the server side only")
         super().__init__(our_role, **options)
-        # The last plain head take_whole read (its bytes, event and body length):
-        # a keep-alive client sends the same head again and again, which a
+        # The last plain head take_whole read: a keep-alive client sends the
+        # same head again and again (but for its Content-Length), which a
         # comparison then reads (see take_whole).
-        self._last_head: tuple[bytes, h11.Request, int] | None = None
+        self._last_head: KeptHead | None = None
 
     def _get_io_object(self, role: Any, event: Any, io_dict: Any) -> Any:
         io = super()._get_io_object(role, event, io_dict)
@@ -280,11 +282,11 @@ class ServerConnection(h11.Connection):
         if buffer._multiple_lines_search != 0:  # a head h11 has started to search
             return None
         last = self._last_head
-        if last is not None and data.startswith(last[0]):
-            # The same head as the last one, byte for byte: the same event.  (Its
-            # bytes end with the head's first blank line, so these do too.)
-            head_bytes, event, length = last
-            size = len(head_bytes)
+        kept = last.read(data) if last is not None else None
+        if kept is not None:
+            # The last head again (its bytes end with its first blank line, so
+            # these do too), but for its Content-Length's digits maybe.
+            event, length, size = kept
         else:
             head = common_head(data)
             if head is None:
@@ -299,7 +301,7 @@ class ServerConnection(h11.Connection):
             # An h11 event is immutable: one serves every request with this head.
             event = request_event(method, target, items)
             if size <= _KEPT_HEAD:
-                self._last_head = (bytes(data[:size]), event, length)
+                self._last_head = KeptHead(bytes(data[:size]), event, length)
         end = size + length
         buffer._next_line_search = 0  # what ReceiveBuffer._extract does
         buffer._multiple_lines_search = 0

@@ -52,6 +52,7 @@ from ..messages import header_dict
 
 __all__ = [
     "FIELD_VALUE",
+    "KeptHead",
     "common_head",
     "fast_request",
     "header_fields",
@@ -137,6 +138,64 @@ def request_event(
     _set(request, "headers", Headers(items))
     _set(request, "http_version", b"1.1")
     return request
+
+
+class KeptHead:
+    """A common head a connection read, kept to read the next one by comparison.
+
+    A keep-alive client sends the same head again and again; only its
+    ``Content-Length`` changes with its body.  So the head is kept in two parts,
+    the bytes before that value and those after it (through the blank line):
+    a head that starts with the first, goes on with digits, then the second,
+    differs from the one read only in that value, and is read without the
+    regexes.  Its event is the one kept, or, for other digits, that event with
+    them in its ``Content-Length`` (what :func:`common_head` would have read:
+    the value as sent, at most :data:`_MAX_LENGTH_DIGITS` digits).  A head
+    without a ``Content-Length`` must come again byte for byte."""
+
+    __slots__ = ("event", "head", "index", "length", "start", "stop")
+
+    def __init__(self, head: bytes, event: h11.Request, length: int) -> None:
+        """``head``: the bytes of a head :func:`common_head` took, through its blank
+        line; ``event`` and ``length``: what was read of it."""
+        self.head, self.event, self.length = head, event, length
+        self.index = self.start = self.stop = -1
+        for index, (_, name, _) in enumerate(event.headers._full_items):
+            if name == b"content-length":
+                self.index = index
+        if self.index >= 0:
+            # The one Content-Length line (common_head saw exactly one), and its
+            # value after the spaces or tabs that follow the colon.
+            start = head.lower().find(b"\r\ncontent-length:") + len(b"\r\ncontent-length:")
+            while head[start] in b" \t":
+                start += 1
+            self.start, self.stop = start, head.index(b"\r\n", start)
+
+    def read(self, data: bytearray) -> tuple[h11.Request, int, int] | None:
+        """The event, body length and head size of the head at the start of
+        ``data`` when it is this one (with any Content-Length digits); None when
+        it may not be (then read it afresh)."""
+        head = self.head
+        if data.startswith(head):  # the same head, byte for byte
+            return self.event, self.length, len(head)
+        start = self.start
+        if start < 0 or not data.startswith(head[:start]):
+            return None
+        end = data.find(b"\r\n", start, start + _MAX_LENGTH_DIGITS + 2)
+        after = head[self.stop :]
+        if end < 0 or not data.startswith(after, end):
+            return None
+        digits = bytes(data[start:end])
+        if not digits.isdigit():  # (none, a sign, a space: read afresh, by h11 if need be)
+            return None
+        event = self.event
+        items = list(event.headers._full_items)
+        raw, name, _ = items[self.index]
+        items[self.index] = (raw, name, digits)
+        self.event = event = request_event(event.method, event.target, items)
+        self.head = head = head[:start] + digits + after
+        self.stop, self.length = end, int(digits)
+        return event, self.length, len(head)
 
 
 def fast_request(buf: ReceiveBuffer) -> h11.Request | None:
