@@ -221,6 +221,13 @@ class RedisStore:
             # Once more on a new connection: after a restart of Redis, each pooled
             # connection fails its next command (every command here is idempotent).
             retry_on_error=[RedisConnectionError],
+            # RESP2, what every redis-py release this store runs on speaks alike.
+            # redis-py 8 speaks RESP3 unless told, and 8.1 then also asks Redis for
+            # maintenance notifications on every new connection: after a restart of
+            # Redis, that handshake and a command read one connection at once
+            # (RuntimeError: readuntil() called while another coroutine is
+            # already waiting), seen with 8.1.0.
+            protocol=2,
         )
         self._outage = Outage(log, f"promise store {_where(url)}", retry_after)
         self._ttl = ttl
