@@ -147,9 +147,10 @@ class KeptHead:
     ``Content-Length`` changes with its body.  So the head is kept with where
     that value sits: a head equal to it before the value and after it (through
     the blank line), with only digits between, differs from the one read only
-    in that value, and is read without the regexes.  Its event is the one kept, or, for other digits, that event with
-    them in its ``Content-Length`` (what :func:`common_head` would have read:
-    the value as sent, at most :data:`_MAX_LENGTH_DIGITS` digits).  A head
+    in that value, and is read without the regexes.  Its event is the one
+    kept, or, for other digits, that event with them in its
+    ``Content-Length`` (what :func:`common_head` would have read: the value as
+    sent, at most :data:`_MAX_LENGTH_DIGITS` digits).  A head
     without a ``Content-Length`` must come again byte for byte."""
 
     __slots__ = ("event", "head", "index", "length", "start", "stop")
