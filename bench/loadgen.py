@@ -1,7 +1,9 @@
 """Drive a server with a load generator and parse its figures into one shape.
 
 HTTP: wrk (a Lua POST script whose ``done()`` hook prints the latency
-percentiles as JSON), or ``bench.pyload`` when wrk is missing.
+percentiles as JSON), or ``bench.pyload`` when wrk is missing.  A target with a
+``template`` sends another body each time (``bench.pyload.vary_body``; in wrk, a
+Lua ``request()`` that builds the same bodies).
 gRPC: h2load with a prebuilt length-prefixed body (unary and server-streaming
 calls are both one POST with one request message; h2load reads the response
 stream to its trailers), percentiles from its ``--log-file``; or
@@ -24,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.pyload import percentile
+from bench.pyload import ID_MARK, PAD, PAD_MARK, percentile
 from bench.servers import ROOT, Pinning
 
 __all__ = [
@@ -43,8 +45,9 @@ __all__ = [
 class HttpTarget:
     port: int
     path: str
-    body: bytes
+    body: bytes  # the body when constant, else one the template gives (for the check)
     headers: dict[str, str] = field(default_factory=dict)
+    template: bytes | None = None  # a new body per request: bench.pyload.vary_body
 
 
 @dataclass(slots=True)
@@ -118,8 +121,26 @@ end
 """
 
 
+def _wrk_request(template: bytes) -> list[str]:
+    """A Lua ``request()`` giving request n the body ``bench.pyload.vary_body`` gives."""
+    head, rest = template.split(ID_MARK)
+    middle, tail = rest.split(PAD_MARK)
+    pieces = (head, middle, tail, PAD)
+    a, b, c, pad = (_lua_string(piece.decode()) for piece in pieces)
+    return [
+        f"local head, middle, tail, pad = {a}, {b}, {c}, {pad}",
+        "local n = 0",
+        "request = function()",
+        "  n = n + 1",
+        "  local body = head .. n .. middle .. pad:sub(1, n % #pad) .. tail",
+        "  return wrk.format(nil, nil, nil, body)",
+        "end",
+    ]
+
+
 def write_wrk_script(target: HttpTarget, workdir: Path) -> Path:
-    body_path = workdir / f"body-{target.port}-{abs(hash(target.body))}.json"
+    body = target.template or target.body
+    body_path = workdir / f"body-{target.port}-{abs(hash(body))}.json"
     body_path.write_bytes(target.body)
     lines = [
         'wrk.method = "POST"',
@@ -131,7 +152,9 @@ def write_wrk_script(target: HttpTarget, workdir: Path) -> Path:
     lines += [
         f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in target.headers.items()
     ]
-    script = workdir / f"post-{target.port}-{abs(hash((target.path, target.body)))}.lua"
+    if target.template is not None:
+        lines += _wrk_request(target.template)
+    script = workdir / f"post-{target.port}-{abs(hash((target.path, body)))}.lua"
     script.write_text("\n".join(lines) + "\n" + _WRK_DONE)
     return script
 
@@ -179,8 +202,9 @@ def run_http(
         result.errors = fig["connect"] + fig["read"] + fig["write"] + fig["timeout"]
         result.non2xx = fig["status"]
         return result
-    body_path = workdir / f"body-{target.port}-{abs(hash(target.body))}.json"
-    body_path.write_bytes(target.body)
+    body = target.template or target.body
+    body_path = workdir / f"body-{target.port}-{abs(hash(body))}.json"
+    body_path.write_bytes(body)
     argv = [
         sys.executable,
         "-m",
@@ -198,6 +222,8 @@ def run_http(
     ]
     for name, value in target.headers.items():
         argv += ["--header", f"{name}: {value}"]
+    if target.template is not None:
+        argv.append("--template")
     return _run_python_generator(pinning.load(argv), duration, result)
 
 

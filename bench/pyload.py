@@ -1,10 +1,11 @@
 """A small keep-alive HTTP/1.1 load generator, for when wrk is not installed.
 
 ``python -m bench.pyload --port P --path /x --body-file F --conns 50 --duration 2
-[--header 'name: value' ...]`` opens ``conns`` keep-alive connections to
-127.0.0.1, each sending the same POST back to back until the duration is over,
+[--header 'name: value' ...] [--template]`` opens ``conns`` keep-alive connections
+to 127.0.0.1, each sending the same POST back to back until the duration is over,
 and prints one JSON object: requests, duration, req/s, latency percentiles (us),
-errors and non-2xx counts.
+errors and non-2xx counts.  With ``--template`` the body file is a template
+(:func:`vary_body`): each request gets a new id and an argument of another length.
 
 It is much slower than wrk (it is Python on one core), so with many connections
 the generator, not the server, may be the limit; the harness marks its figures
@@ -15,11 +16,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["build_request", "main", "percentile", "run_load"]
+__all__ = [
+    "ID_MARK",
+    "PAD",
+    "PAD_MARK",
+    "build_request",
+    "main",
+    "percentile",
+    "run_load",
+    "vary_body",
+]
+
+#: Where a body template (``--template``) takes the request's number and its padding.
+ID_MARK, PAD_MARK = b"\x00id\x00", b"\x00pad\x00"
+#: Request ``n`` is padded with the first ``n % len(PAD)`` letters of this.
+PAD = b"abcdefghijklmnopq"
+
+
+def vary_body(template: bytes, n: int) -> bytes:
+    """Request ``n``'s body: ``n`` at ``ID_MARK`` and ``n % 17`` letters at ``PAD_MARK``.
+
+    Every body differs and its length changes from one request to the next, as the
+    bodies of a real client's calls do (a new JSON-RPC id, other arguments).
+    """
+    return template.replace(ID_MARK, b"%d" % n).replace(PAD_MARK, PAD[: n % len(PAD)])
 
 
 def build_request(host: str, port: int, path: str, body: bytes, headers: list[str]) -> bytes:
@@ -60,7 +86,7 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
 async def _client(
     host: str,
     port: int,
-    request: bytes,
+    requests: Callable[[], bytes],
     deadline: float,
     latencies: list[int],
     counts: dict[str, int],
@@ -73,6 +99,7 @@ async def _client(
         return
     try:
         while time.monotonic() < deadline:
+            request = requests()
             started = clock()
             writer.write(request)
             status = await asyncio.wait_for(_read_response(reader), 5)
@@ -86,14 +113,15 @@ async def _client(
 
 
 async def run_load(
-    host: str, port: int, request: bytes, conns: int, duration: float
+    host: str, port: int, requests: Callable[[], bytes], conns: int, duration: float
 ) -> dict[str, Any]:
+    """``conns`` connections, each sending ``requests()`` back to back for ``duration``."""
     latencies: list[int] = []
     counts = {"connect_errors": 0, "read_errors": 0, "non2xx": 0}
     started = time.monotonic()
     deadline = started + duration
     await asyncio.gather(
-        *(_client(host, port, request, deadline, latencies, counts) for _ in range(conns))
+        *(_client(host, port, requests, deadline, latencies, counts) for _ in range(conns))
     )
     elapsed = time.monotonic() - started
     latencies.sort()
@@ -120,14 +148,27 @@ def main() -> None:
     parser.add_argument("--header", action="append", default=[])
     parser.add_argument("--conns", type=int, default=1)
     parser.add_argument("--duration", type=float, default=2.0)
+    parser.add_argument("--template", action="store_true", help="the body file is a template")
     args = parser.parse_args()
     if args.host != "127.0.0.1":
         raise SystemExit("the benchmark only targets 127.0.0.1")
     with open(args.body_file, "rb") as f:
         body = f.read()
-    request = build_request(args.host, args.port, args.path, body, args.header)
+    if args.template:
+        numbers = itertools.count(1)
+
+        def requests() -> bytes:
+            return build_request(
+                args.host, args.port, args.path, vary_body(body, next(numbers)), args.header
+            )
+    else:
+        request = build_request(args.host, args.port, args.path, body, args.header)
+
+        def requests() -> bytes:
+            return request
+
     duration = min(max(args.duration, 0.1), 120.0)
-    print(json.dumps(asyncio.run(run_load(args.host, args.port, request, args.conns, duration))))
+    print(json.dumps(asyncio.run(run_load(args.host, args.port, requests, args.conns, duration))))
 
 
 if __name__ == "__main__":

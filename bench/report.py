@@ -117,6 +117,25 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     _at_least(wanted),
                 )
             )
+    # The same two ratios with a new body per request (a new id, an argument of
+    # another length), as a real client sends them.
+    for conns in http.get("conns", []):
+        lite = _figure(http, "mcplite" + VARIED, conns, "rps")
+        h11 = _figure(http, "bare_h11" + VARIED, conns, "rps")
+        mcp = _figure(http, "mcplite:mcp2026" + VARIED, conns, "rps")
+        for what, ratio, wanted in (
+            ("HTTP tools/call req/s vs bare h11", _ratio(lite, h11), 2.0),
+            ("MCP endpoint (2026) req/s vs the MCP-lite endpoint", _ratio(mcp, lite), 0.95),
+        ):
+            checks.append(
+                _check(
+                    f"{what}, a new body per request @{conns} conns",
+                    ratio,
+                    "x",
+                    f">= {wanted:g}x",
+                    _at_least(wanted),
+                )
+            )
     unary = results.get("grpc", {}).get("unary", {})
     # p99 no worse than each anchor's, at 50 connections and at 1.
     for table, ours_row, anchor, what in (
@@ -253,6 +272,17 @@ def _table(headers: list[str], rows: list[list[str]], left: tuple[int, ...] = ()
     return "\n".join(out)
 
 
+#: The label suffix of a row whose body changes per request (bench.pyload.vary_body).
+#: The other rows send one body again and again, which flatters any server that
+#: caches on equal bytes; a real client's bodies differ (the id, the arguments).
+VARIED = ":varied"
+
+
+def _anchor(ref: str, row: str) -> str:
+    """What a row is compared with: a varied row with the anchor's varied row."""
+    return ref + VARIED if row.endswith(VARIED) else ref
+
+
 def _load_table(section: dict[str, Any], refs: list[str]) -> str:
     headers = ["server", "conns", "req/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "err"]
     headers += [f"x {ref}" for ref in refs]
@@ -270,7 +300,9 @@ def _load_table(section: dict[str, Any], refs: list[str]) -> str:
             row += [_fmt(fig[k] / 1000, 2) for k in ("p50_us", "p90_us", "p99_us", "p999_us")]
             row.append(str(fig["errors"] + fig["non2xx"]))
             for ref in refs:
-                ratio = _ratio(fig["rps"] or None, _figure(section, ref, conns, "rps"))
+                ratio = _ratio(
+                    fig["rps"] or None, _figure(section, _anchor(ref, name), conns, "rps")
+                )
                 row.append(_fmt(ratio, 2))
             rows.append(row)
             if fig.get("note"):

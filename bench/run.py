@@ -61,6 +61,7 @@ from bench.loadgen import (
     run_http,
 )
 from bench.protogen import GeneratedStubs, generate_stubs
+from bench.pyload import ID_MARK, PAD_MARK, vary_body
 from bench.servers import (
     MCPLITE_LOOPS,
     ROOT,
@@ -82,6 +83,7 @@ WORKERS_WHY = (
 __all__ = ["main"]
 
 ECHO_TEXT = "hello world"
+CHECK_ID = 7919  # the id of a varied row's check (bench.pyload.vary_body)
 MCPLITE_APP = "mcplite.demo:tools"
 MCPLITE_BASE = "/mcp-lite/v1"
 MCP_SDK_HEADERS = {
@@ -120,6 +122,15 @@ def jsonrpc_call(name: str, arguments: dict[str, Any], meta: dict[str, Any] | No
     return json.dumps(message, separators=(",", ":")).encode()
 
 
+def varied(body: bytes, text: str) -> bytes:
+    """``body`` as a template (``bench.pyload.vary_body``): a new id per request and
+    ``text`` padded, so that each body differs, and its length too, as a client's do."""
+    quoted = json.dumps(text).encode()
+    assert body.count(b'"id":1,') == 1 and body.count(quoted) == 1, body
+    template = body.replace(b'"id":1,', b'"id":' + ID_MARK + b",")
+    return template.replace(quoted, quoted[:-1] + PAD_MARK + b'"')
+
+
 def mcp_2026_headers(name: str) -> dict[str, str]:
     return {
         "Accept": "application/json, text/event-stream",
@@ -146,7 +157,8 @@ class Row:
 
 
 def verify_http(target: HttpTarget, expect: str) -> str | None:
-    """None when the POST answers 200 with a JSON-RPC result containing ``expect``."""
+    """None when the POST answers 200 with a JSON-RPC result containing ``expect``
+    (and, for a target with a template, the id its check body carries)."""
     conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=10)
     try:
         headers = {"Content-Type": "application/json", **target.headers}
@@ -165,6 +177,8 @@ def verify_http(target: HttpTarget, expect: str) -> str | None:
         return f"no JSON-RPC result: {data[:300]!r}"
     if result.get("isError") or expect not in json.dumps(result):
         return f"unexpected result: {data[:300]!r}"
+    if target.template is not None and json.loads(data).get("id") != CHECK_ID:
+        return f"not the id sent ({CHECK_ID}): {data[:300]!r}"
     return None
 
 
@@ -306,20 +320,29 @@ class Bench:
             return server
         raise ValueError(name)
 
-    def http_target(self, server: ServerProcess, tool: str = "echo") -> HttpTarget:
+    def http_target(
+        self, server: ServerProcess, tool: str = "echo", vary: bool = False
+    ) -> HttpTarget:
+        """The POST of ``tool`` to ``server``; with ``vary``, another body each time."""
         assert server.http_port is not None
         port = server.http_port
         if tool == "mcp2026":  # the MCP endpoint, 2026-07-28 stateless: headers and _meta
             body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT}, MCP_2026_META)
-            return HttpTarget(port, "/mcp", body, mcp_2026_headers("echo"))
-        if tool == "echo":
-            body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT})
+            target = HttpTarget(port, "/mcp", body, mcp_2026_headers("echo"))
         else:
-            body = jsonrpc_call("search_documents", {"query": "MCP specification", "limit": 5})
-        if server.name == "mcp_sdk":
-            return HttpTarget(port, "/mcp", body, dict(MCP_SDK_HEADERS))
-        path = f"{MCPLITE_BASE}/calltools"
-        return HttpTarget(port, path, body, {"Accept": "application/json"})
+            if tool == "echo":
+                body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT})
+            else:
+                body = jsonrpc_call("search_documents", {"query": "MCP specification", "limit": 5})
+            if server.name == "mcp_sdk":
+                target = HttpTarget(port, "/mcp", body, dict(MCP_SDK_HEADERS))
+            else:
+                path = f"{MCPLITE_BASE}/calltools"
+                target = HttpTarget(port, path, body, {"Accept": "application/json"})
+        if vary:
+            target.template = varied(body, ECHO_TEXT)
+            target.body = vary_body(target.template, CHECK_ID)
+        return target
 
     def grpc_message(self) -> bytes:
         assert self.stubs is not None
@@ -391,14 +414,23 @@ class Bench:
                 status[name]["http"] = server.http_port is not None
                 status[name]["grpc"] = server.grpc_port is not None
             if name in HTTP_SERVERS and server.http_port is not None:
-                workloads = [("echo", name)]
+                workloads = [("echo", name, False)]
                 if name in ("mcplite", "mcplite_plain", "mcplite_asgi", "mcp_sdk"):
-                    workloads.append(("mcp2026", f"{name}:mcp2026"))
+                    workloads.append(("mcp2026", f"{name}:mcp2026", False))
                 if name == "mcplite" and not self.quick:
-                    workloads.append(("search_documents", "mcplite:search_documents"))
-                for tool, label in workloads:
-                    target = self.http_target(server, tool)
-                    problem = verify_http(target, ECHO_TEXT if tool == "echo" else "")
+                    workloads.append(("search_documents", "mcplite:search_documents", False))
+                # A new id and argument per request, as a real client sends (report.VARIED).
+                if name == "bare_h11":
+                    workloads.append(("echo", f"{name}{report.VARIED}", True))
+                if name == "mcplite":
+                    workloads.append(("echo", f"{name}{report.VARIED}", True))
+                    workloads.append(("mcp2026", f"{name}:mcp2026{report.VARIED}", True))
+                for tool, label, vary in workloads:
+                    target = self.http_target(server, tool, vary)
+                    expect = ECHO_TEXT if tool != "search_documents" else ""
+                    if vary:
+                        expect = vary_body(ECHO_TEXT.encode() + PAD_MARK, CHECK_ID).decode()
+                    problem = verify_http(target, expect)
                     row = Row(label, server, http=target)
                     if problem:
                         row.dead, row.note = True, f"HTTP check failed: {problem}"

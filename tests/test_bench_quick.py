@@ -8,6 +8,7 @@ the many-tools lists, the big payloads and the many streams must all produce fig
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -15,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench.pyload import vary_body
+from bench.run import jsonrpc_call, varied
 
 #: Run by default; CI's later runs (speed paths off, uvloop, Python 3.12) leave it out.
 pytestmark = pytest.mark.bench
@@ -79,6 +83,11 @@ def test_quick_mode_writes_figures_for_every_anchor_and_the_in_process_baseline(
         assert rps(results["grpc"]["unary"], anchor) > 0, anchor
     assert rps(results["http"], "mcplite") > 0
     assert rps(results["grpc"]["unary"], "mcplite") > 0
+    # The rows whose body changes per request, and the targets read from them.
+    for row in ("bare_h11:varied", "mcplite:varied", "mcplite:mcp2026:varied"):
+        assert rps(results["http"], row) > 0, row
+    varied = [c for c in results["targets"] if "a new body per request" in c["name"]]
+    assert len(varied) == 2 and all(c["value"] for c in varied), varied
     # uvloop is installed with the test extra: its row runs by default.
     assert rps(results["http"], "mcplite_uvloop") > 0
     assert rps(results["grpc"]["unary"], "mcplite_uvloop") > 0
@@ -163,5 +172,22 @@ def test_quick_mode_runs_with_the_python_generators_when_wrk_and_h2load_are_abse
     assert results["meta"]["http_generator"] == "python"
     assert results["meta"]["grpc_generator"] == "grpcio"
     assert rps(results["http"], "bare_h11") > 0
+    assert rps(results["http"], "bare_h11:varied") > 0
     assert rps(results["grpc"]["unary"], "grpcio") > 0
     assert any("Python generator" in note for note in results["notes"])
+
+
+def test_a_varied_body_changes_its_id_and_its_length_from_one_request_to_the_next() -> None:
+    body = jsonrpc_call("echo", {"text": "hello world"})
+    template = varied(body, "hello world")
+    bodies = [vary_body(template, n) for n in range(1, 40)]
+    assert len(set(bodies)) == len(bodies)
+    assert all(len(a) != len(b) for a, b in itertools.pairwise(bodies))
+    for n, sent in enumerate(bodies, start=1):
+        message = json.loads(sent)
+        assert message["id"] == n
+        assert message["params"] == {
+            "name": "echo",
+            "arguments": {"text": "hello world" + "abcdefghijklmnopq"[: n % 17]},
+        }
+    assert vary_body(template, 17) == body.replace(b'"id":1,', b'"id":17,')
