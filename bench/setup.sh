@@ -21,9 +21,9 @@ fi
 
 if command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update
-    $SUDO apt-get install -y wrk nghttp2-client redis-server
+    $SUDO apt-get install -y wrk nghttp2-client redis-server valgrind
 else
-    echo "apt-get not found: install wrk, h2load (nghttp2) and redis-server with your" \
+    echo "apt-get not found: install wrk, h2load (nghttp2), redis-server and valgrind with your" \
         "package manager" >&2
 fi
 

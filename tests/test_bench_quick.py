@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,18 @@ def test_a_varied_body_changes_its_id_and_its_length_from_one_request_to_the_nex
             "arguments": {"text": "hello world" + "abcdefghijklmnopq"[: n % 17]},
         }
     assert vary_body(template, 17) == body.replace(b'"id":1,', b'"id":17,')
+
+
+def test_instructions_per_request_are_counted_in_the_server_for_each_row() -> None:
+    if shutil.which("valgrind") is None:  # CI installs it (.ci/run); bench/setup.sh too
+        pytest.skip("valgrind is not installed: python -m bench.instructions needs it")
+    argv = [sys.executable, "-m", "bench.instructions", "--requests", "5,25", "--json"]
+    argv += ["--only", "bare_h11:varied,mcplite,mcplite:mcp2026:varied"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout)
+    assert figures["requests"] == [5, 25]
+    counted = figures["per_request"]
+    assert set(counted) == {"bare_h11:varied", "mcplite", "mcplite:mcp2026:varied"}
+    # A request is tens of thousands of instructions at least, and not tens of millions.
+    assert all(10_000 < n < 10_000_000 for n in counted.values()), counted
