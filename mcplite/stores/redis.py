@@ -54,6 +54,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -221,12 +222,9 @@ class RedisStore:
             # Once more on a new connection: after a restart of Redis, each pooled
             # connection fails its next command (every command here is idempotent).
             retry_on_error=[RedisConnectionError],
-            # RESP2, what every redis-py release this store runs on speaks alike.
-            # redis-py 8 speaks RESP3 unless told, and 8.1 then also asks Redis for
-            # maintenance notifications on every new connection: after a restart of
-            # Redis, that handshake and a command read one connection at once
-            # (RuntimeError: readuntil() called while another coroutine is
-            # already waiting), seen with 8.1.0.
+            # RESP2, what every redis-py release this store runs on speaks alike
+            # (redis-py 8 speaks RESP3 unless told, and 8.1 then also asks Redis
+            # for maintenance notifications on every new connection).
             protocol=2,
         )
         self._outage = Outage(log, f"promise store {_where(url)}", retry_after)
@@ -281,6 +279,19 @@ class RedisStore:
             raise
         self._outage.ok(write=write)
         return out
+
+    async def _pipeline(self, fill: Callable[[Any], Awaitable[None]]) -> list[Any]:
+        """The replies of the commands ``fill`` queues on a pipeline, sent at once.
+
+        The pipeline is made, run and given back in one coroutine, which
+        :meth:`_call` runs as a task of its own: a cancelled caller leaves the
+        task to finish, and the pipeline's connection goes back to the pool only
+        once its reply is read (given back while it was still being read, the
+        next command on that connection read alongside it: ``readuntil() called
+        while another coroutine is already waiting``)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            await fill(pipe)
+            return list(await pipe.execute())
 
     def _key(self, promise_id: bytes) -> str:
         return f"{self._prefix}r:{promise_id.hex()}"
@@ -539,27 +550,29 @@ class RedisStore:
             await asyncio.sleep(self.lease / 3)
             owners, mine = list(self._owners), list(self._side.mine)
             try:
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for owner in owners:
-                        pipe.set(self._owner_key(owner), self._inbox, px=self._lease_ms)
-                    for promise_id in mine:
-                        pipe.exists(self._key(promise_id))
-                    found = await self._call(pipe.execute())
+                found = await self._call(self._pipeline(partial(self._renew, owners, mine)))
             except StoreUnavailable:
                 continue  # said once; the leases are set again once Redis is back
             gone = [i for i, n in zip(mine, found[len(owners) :], strict=True) if not n]
             self._side.stopped(i for i in gone if i in self._side.mine)
 
+    async def _renew(self, owners: list[str], mine: list[bytes], pipe: Any) -> None:
+        """Queue the owners' leases and a check that each record of ``mine`` is there."""
+        for owner in owners:
+            pipe.set(self._owner_key(owner), self._inbox, px=self._lease_ms)
+        for promise_id in mine:
+            pipe.exists(self._key(promise_id))
+
+    async def _report(self, pending: dict[bytes, str], pipe: Any) -> None:
+        """Queue each record's progress (kept only while the record is there)."""
+        for promise_id, progress in pending.items():
+            await self._progress(keys=[self._key(promise_id)], args=[progress], client=pipe)
+
     async def _flush(self) -> None:
         try:
             while self._pending_progress:
                 pending, self._pending_progress = self._pending_progress, {}
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for promise_id, progress in pending.items():
-                        await self._progress(
-                            keys=[self._key(promise_id)], args=[progress], client=pipe
-                        )
-                    await self._call(pipe.execute())
+                await self._call(self._pipeline(partial(self._report, pending)))
         except StoreUnavailable:
             pass  # said once; progress is news, not a result: the next report is sent
         finally:
