@@ -169,6 +169,7 @@ class RedisStore:
         self._lose = self._redis.register_script(scripts.LOSE)
         self._side = ProcessSide()
         self._closed = False
+        self._abandoned: set[asyncio.Future[Any]] = set()  # commands of cancelled callers
         # Progress is sent in the background, in order, before any later call's command.
         self._pending_progress: dict[bytes, str] = {}
         self._flusher: asyncio.Task[None] | None = None
@@ -197,6 +198,8 @@ class RedisStore:
             out = await asyncio.shield(task)
         except asyncio.CancelledError:
             task.add_done_callback(_retrieve)
+            self._abandoned.add(task)  # close() waits for it (it holds a connection)
+            task.add_done_callback(self._abandoned.discard)
             raise
         except Exception as exc:
             if _is_down(exc):
@@ -424,6 +427,8 @@ class RedisStore:
             # Said once already; the other processes resolve them when the leases lapse.
             log.warning("promise store unavailable on close: running promises end as lost")
         self._sweeper.cancel()
+        if self._abandoned:  # each ends within COMMAND_TIMEOUT (the socket's timeout)
+            await asyncio.wait(self._abandoned, timeout=COMMAND_TIMEOUT * 2)
         await self._side.close(self._reader, self._listening)
         if self._pubsub is not None:
             await self._pubsub.aclose()
