@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio
 from conftest import SECRET, DelegatingStore, make_config
 from redis_support import running_redis
 
@@ -411,3 +412,109 @@ def test_without_the_redis_package_a_redis_url_says_which_extra_to_install(
     monkeypatch.setitem(sys.modules, "redis", None)  # an import of it fails
     with pytest.raises(ImportError, match=r"pip install 'mcplite\[redis\]'"):
         open_store("redis://127.0.0.1:6379/0", ttl=60.0, max_entries=10)
+
+
+# --- Redis: close while a lease renewal waits on its reply -----------------------------------
+
+
+class HoldingProxy:
+    """A TCP relay to Redis that holds back the replies on the connection that
+    sent a lease renewal (the pipeline of ``SET ... PX`` and ``EXISTS``) until
+    ``release`` is set; every other connection is relayed as is.  ``renewing``
+    is set once such a renewal has reached Redis, ``deleting`` once a ``DEL``
+    has (``close`` releasing the leases)."""
+
+    def __init__(self, url: str) -> None:
+        host_port = url.removeprefix("redis://").split("/")[0]
+        self.upstream = (host_port.split(":")[0], int(host_port.split(":")[1]))
+        self.renewing = asyncio.Event()
+        self.deleting = asyncio.Event()
+        self.release = asyncio.Event()
+        self.relays: set[asyncio.Task[None]] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._relay_connection, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"redis://127.0.0.1:{port}/0"
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for relay in self.relays:
+            relay.cancel()
+        await asyncio.gather(*self.relays, return_exceptions=True)
+        await self.server.wait_closed()
+
+    async def _relay_connection(
+        self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter
+    ) -> None:
+        redis_reader, redis_writer = await asyncio.open_connection(*self.upstream)
+        held = asyncio.Event()  # this connection carries a renewal: its replies wait
+
+        async def upstream() -> None:
+            while data := await client_reader.read(65536):
+                if b"\r\nEXISTS\r\n" in data:
+                    held.set()
+                    self.renewing.set()
+                if b"\r\nDEL\r\n" in data:
+                    self.deleting.set()
+                redis_writer.write(data)
+                await redis_writer.drain()
+
+        async def downstream() -> None:
+            while data := await redis_reader.read(65536):
+                if held.is_set():
+                    await self.release.wait()
+                client_writer.write(data)
+                await client_writer.drain()
+
+        relays = [asyncio.ensure_future(upstream()), asyncio.ensure_future(downstream())]
+        self.relays.update(relays)
+        try:
+            await asyncio.wait(relays, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for relay in relays:
+                relay.cancel()
+            await asyncio.gather(*relays, return_exceptions=True)
+            self.relays.difference_update(relays)
+            for writer in (client_writer, redis_writer):
+                writer.close()
+
+
+async def test_closing_a_redis_store_while_a_lease_renewal_awaits_its_reply_loses_nothing(
+    redis_url: str,
+) -> None:
+    """``close`` stops the lease renewal while Redis's reply to it is still on its
+    way: that connection is not handed to close's own commands before the reply
+    is read, so close still stores the running record as lost, releases the
+    lease, and waits for the renewal instead of leaving it pending."""
+    proxy = HoldingProxy(redis_url)
+    prefix = f"renewing-{os.urandom(4).hex()}:"
+    store = RedisStore(await proxy.start(), ttl=600, max_entries=10, prefix=prefix, lease=0.3)
+    reader = RedisStore(redis_url, ttl=600, max_entries=10, prefix=prefix)
+    try:
+        record = await store.create("job", "owner-a")
+        await asyncio.wait_for(proxy.renewing.wait(), WAIT)  # its reply is held
+
+        closing = asyncio.create_task(store.close())
+        await asyncio.wait_for(proxy.deleting.wait(), WAIT)  # close's commands were answered
+        assert not closing.done()  # it waits for the renewal's reply
+        proxy.release.set()
+        await asyncio.wait_for(closing, WAIT)
+
+        stored = await reader.get(record.promise_id)
+        assert stored.status is PromiseStatus.DONE
+        assert stored.result is not None
+        lost = stored.result.outcome
+        assert isinstance(lost, Failure) and lost.reason == "worker_lost"
+        keys = redis.asyncio.from_url(redis_url)
+        try:
+            assert await keys.exists(f"{prefix}owner:owner-a") == 0  # the lease, released
+        finally:
+            await keys.aclose()
+    finally:
+        proxy.release.set()
+        await store.close()
+        await reader.close()
+        await proxy.close()
