@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...core.content import is_block
+from ...core.content import BLOCK_TYPES, is_block
 from ...core.content import text as text_block
 from ...core.envelope import Result
 from ...core.outcomes import (
@@ -79,8 +79,13 @@ def call_result(result: Result, modern: bool = False) -> CallToolResult:
             out = {"content": [text_block(encode_text(_plain(value)))]}
             if structured is None:
                 structured = _plain(value)
-        else:
-            out = {"content": [_block(item) for item in items]}
+        else:  # blocks as they are (checked inline: the common case), anything else made one
+            out = {
+                "content": [
+                    item if type(item) is dict and item.get("type") in BLOCK_TYPES else _block(item)
+                    for item in items
+                ]
+            }
         if structured is not None:
             out["structuredContent"] = (
                 structured if modern or isinstance(structured, dict) else {"result": structured}
