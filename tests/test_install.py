@@ -300,6 +300,86 @@ def test_project_installs_write_the_hosts_project_file(code: Path, home: Path) -
     )
 
 
+async def test_claude_codes_local_scope_is_the_projects_entry_in_its_user_file(
+    code: Path, home: Path, tmp_path: Path
+) -> None:
+    """``--local DIR``: the entry goes in ``~/.claude.json``, under ``projects`` at the
+    project's real path (as Claude Code keys it: symlinks resolved), beside that
+    project's other settings; the rest of the file, other projects and the user
+    scope's servers stay as they were, in their places.  It serves the module, and a
+    re-install keeps its secret."""
+    project = tmp_path / "project"
+    project.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(project)
+    path = user_file(home, "claude-code")
+    before: dict[str, Any] = {
+        "numStartups": 3,
+        "projects": {
+            "/elsewhere": {"mcpServers": {"theirs": {"command": "x", "args": []}}},
+            str(project): {"allowedTools": ["Bash"], "hasTrustDialogAccepted": True},
+        },
+        "mcpServers": {"everywhere": {"command": "y", "args": []}},
+    }
+    path.write_text(json.dumps(before, indent=2))
+
+    done = install(home, code, "claude-code", MODULE, "--local", str(link))
+    assert done.returncode == 0, done.stderr
+    assert f"Added server '{MODULE}' to {path} (for the project {project})" in done.stdout
+    after = json.loads(path.read_text())
+    assert list(after) == ["numStartups", "projects", "mcpServers"]
+    assert after["mcpServers"] == before["mcpServers"]  # the user scope: untouched
+    projects = after["projects"]
+    assert list(projects) == ["/elsewhere", str(project)]
+    assert projects["/elsewhere"] == before["projects"]["/elsewhere"]
+    mine = projects[str(project)]
+    assert list(mine) == ["allowedTools", "hasTrustDialogAccepted", "mcpServers"]
+    assert mine["allowedTools"] == ["Bash"]
+    entry = mine["mcpServers"][MODULE]
+    assert entry["type"] == "stdio"
+    served = await tools_served_by(entry, tmp_path, tmp_path / "stderr.log")
+    assert served == {"forecast": "sunny in Oslo"}
+
+    again = install(home, code, "claude-code", MODULE, "--local", str(project), "--env", "A=1")
+    assert again.returncode == 0, again.stderr
+    renewed = json.loads(path.read_text())["projects"][str(project)]["mcpServers"][MODULE]
+    assert renewed["env"]["MCPLITE_SECRET"] == entry["env"]["MCPLITE_SECRET"]
+    assert renewed["env"]["A"] == "1"
+
+    shown = install(home, code, "claude-code", MODULE, "--local", str(project), "--print")
+    assert shown.returncode == 0, shown.stderr
+    assert list(json.loads(shown.stdout)["projects"][str(project)]["mcpServers"]) == [MODULE]
+
+
+LOCAL_REFUSED = {
+    "another host": (["cursor", MODULE, "--local", "."], "cursor has no local scope"),
+    "with --project": (
+        ["claude-code", MODULE, "--local", ".", "--project", "."],
+        "--project and --local name two places: give one",
+    ),
+    "no such directory": (["claude-code", MODULE, "--local", "gone"], "--local gone: no such"),
+    "a project that is not an object": (
+        ["claude-code", MODULE, "--local", "."],
+        '("CODE" of "projects" is a list, not an object)',
+    ),
+}
+
+
+@pytest.mark.parametrize("args, reason", LOCAL_REFUSED.values(), ids=list(LOCAL_REFUSED))
+def test_a_local_install_that_cannot_be_made_says_why_and_writes_nothing(
+    args: list[str], reason: str, code: Path, home: Path
+) -> None:
+    path = user_file(home, "claude-code")
+    content = json.dumps({"projects": {str(code.resolve()): []}})
+    path.write_text(content)
+    done = install(home, code, *args)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert reason.replace("CODE", str(code.resolve())) in line
+    assert path.read_text() == content
+    assert os.listdir(home) == [path.name]
+
+
 def test_a_symlinked_file_is_written_through_and_stays_a_symlink(tmp_path: Path) -> None:
     dotfiles = tmp_path / "dotfiles"
     dotfiles.mkdir()
@@ -308,7 +388,8 @@ def test_a_symlinked_file_is_written_through_and_stays_a_symlink(tmp_path: Path)
     link = tmp_path / "mcp.json"
     link.symlink_to(target)
     entry: Entry = {"command": "/venv/bin/python", "args": ["-m", "mcplite"], "env": {}}
-    what, backup = write_entry(read_config(link, "mcpServers"), "mcpServers", "w", entry)
+    keys = ("mcpServers",)
+    what, backup = write_entry(read_config(link, keys), keys, "w", entry)
     assert what == "added"
     assert link.is_symlink() and link.resolve() == target
     assert json.loads(target.read_text()) == {"mcpServers": {"w": entry}}

@@ -51,6 +51,9 @@ class Host:
     user_file: UserFile  #: the file every project of this user sees
     project_file: str | None  #: relative to a project's root, when the host reads one
     reload: str  #: how the host comes to start the new server
+    #: The top-level object of the user file holding each project's own settings by
+    #: the project's path, servers among them, when the host has such a scope.
+    projects_key: str | None = None
 
 
 HOSTS: dict[str, Host] = {
@@ -98,8 +101,10 @@ HOSTS: dict[str, Host] = {
         ),
         # https://code.claude.com/docs/en/mcp ("MCP installation scopes"): the user scope is
         # the top-level "mcpServers" of ~/.claude.json, the project scope .mcp.json at the
-        # project's root, whose servers Claude Code asks to approve on first use.
-        # `claude mcp add` writes {type: "stdio", command, args, env}.
+        # project's root, whose servers Claude Code asks to approve on first use, and the
+        # local scope (`claude mcp add`'s default: yours, in one project) the "mcpServers"
+        # of that project's object in the "projects" of ~/.claude.json, keyed by its
+        # absolute path.  `claude mcp add` writes {type: "stdio", command, args, env}.
         Host(
             name="claude-code",
             title="Claude Code",
@@ -108,6 +113,7 @@ HOSTS: dict[str, Host] = {
             user_file=lambda env, p: home(env, p) / ".claude.json",
             project_file=".mcp.json",
             reload="start a new Claude Code session; /mcp lists its servers",
+            projects_key="projects",
         ),
     )
 }

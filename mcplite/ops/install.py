@@ -193,6 +193,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         ".vscode/mcp.json, claude-code: .mcp.json) instead of the user's",
     )
     parser.add_argument(
+        "--local",
+        metavar="DIR",
+        help="claude-code: its local scope, the entry in ~/.claude.json for the project "
+        "in DIR alone (yours only, not shared as .mcp.json is)",
+    )
+    parser.add_argument(
         "--print",
         dest="print_only",
         action="store_true",
@@ -228,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _install(args: argparse.Namespace) -> int:
     host = HOSTS[args.host]
-    path = _config_path(host, args.project)
+    path, keys = _config_place(host, args.project, args.local)
     name = args.name if args.name is not None else default_name(args.target)
     if not NAME.fullmatch(name):
         raise InstallError(
@@ -237,23 +243,24 @@ def _install(args: argparse.Namespace) -> int:
     pythonpath = _pythonpath(args.pythonpath)
     extra_env = _extra_env(args.env)
     try:
-        config: HostFile | None = read_config(path, host.servers_key)
+        config: HostFile | None = read_config(path, keys)
     except InstallError as exc:
         if not args.print_only:
             advice = "fix it, or add the entry by hand (--print shows it); nothing was written"
             raise InstallError(f"{exc}; {advice}") from None
         print(f"mcplite: note: {exc}; the secret below is a new one", file=sys.stderr)
         config = None
-    kept = _kept_secret(config, host, name) if config is not None else None
+    kept = _kept_secret(config, keys, name) if config is not None else None
     secret = args.secret or kept or secrets.token_urlsafe(32)
     entry = build_entry(host, args.target, args.stdio_options, pythonpath, secret, extra_env)
     check_entry(entry, args.target, args.stdio_options)
     if args.print_only:
-        print(json.dumps({host.servers_key: {name: entry}}, indent=2, ensure_ascii=False))
+        print(json.dumps(_merged({}, keys, name, entry), indent=2, ensure_ascii=False))
         return 0
     assert config is not None
-    what, backup = write_entry(config, host.servers_key, name, entry)
-    _report(host, path, name, what, backup, args.project)
+    what, backup = write_entry(config, keys, name, entry)
+    where = f"{path} (for the project {keys[1]})" if args.local is not None else str(path)
+    _report(host, where, name, what, backup, args.project)
     return 0
 
 
@@ -264,15 +271,31 @@ def default_name(target: str) -> str:
     return f"{last}-{attr}" if attr and attr != DEFAULT_ATTR else last
 
 
-def _config_path(host: Host, project: str | None) -> Path:
+#: Where the servers are in a host's file: the keys from the top, one per level.
+Keys = tuple[str, ...]
+
+
+def _config_place(host: Host, project: str | None, local: str | None) -> tuple[Path, Keys]:
+    """The file to write, and where in it the servers are."""
+    if project is not None and local is not None:
+        raise InstallError("--project and --local name two places: give one")
+    if local is not None:
+        if host.projects_key is None:
+            raise InstallError(f"{host.name} has no local scope: leave out --local")
+        # The path the host runs in: symlinks resolved, as a process's working directory is.
+        root = os.path.realpath(local)
+        if not os.path.isdir(root):
+            raise InstallError(f"--local {local}: no such directory")
+        path = host.user_file(os.environ, sys.platform)
+        return path, (host.projects_key, root, host.servers_key)
     if project is None:
-        return host.user_file(os.environ, sys.platform)
+        return host.user_file(os.environ, sys.platform), (host.servers_key,)
     if host.project_file is None:
         raise InstallError(f"{host.name} has no project file: leave out --project")
-    root = Path(os.path.abspath(project))
-    if not root.is_dir():
+    root_dir = Path(os.path.abspath(project))
+    if not root_dir.is_dir():
         raise InstallError(f"--project {project}: no such directory")
-    return root / host.project_file
+    return root_dir / host.project_file, (host.servers_key,)
 
 
 def _pythonpath(given: list[str] | None) -> list[str]:
@@ -360,9 +383,9 @@ def _note_other_mcplite(stdout: str) -> None:
         )
 
 
-def read_config(path: Path, servers_key: str) -> HostFile:
+def read_config(path: Path, keys: Keys) -> HostFile:
     """The host's file as it is; raises InstallError when it is not a JSON object
-    whose ``servers_key``, if present, is an object."""
+    in which each level of ``keys`` that is present is an object."""
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
         raw = target.read_bytes()
@@ -384,10 +407,30 @@ def read_config(path: Path, servers_key: str) -> HostFile:
         ) from None
     if not isinstance(document, dict):
         raise InstallError(f"{refusal} (it holds a {_kind(document)}, not an object)")
-    servers = document.get(servers_key, {})
-    if not isinstance(servers, dict):
-        raise InstallError(f'{refusal} ("{servers_key}" is a {_kind(servers)}, not an object)')
+    level: Any = document
+    for depth, key in enumerate(keys):
+        level = level.get(key, {})
+        if not isinstance(level, dict):
+            where = " of ".join(f'"{k}"' for k in reversed(keys[: depth + 1]))
+            raise InstallError(f"{refusal} ({where} is a {_kind(level)}, not an object)")
     return HostFile(target, raw, mode, document)
+
+
+def _servers(document: dict[str, Any], keys: Keys) -> dict[str, Any]:
+    """The servers at ``keys`` (checked by :func:`read_config`); none: empty."""
+    level = document
+    for key in keys:
+        level = level.get(key, {})
+    return level
+
+
+def _merged(document: dict[str, Any], keys: Keys, name: str, entry: Entry) -> dict[str, Any]:
+    """``document`` with ``entry`` under ``name`` at ``keys``, every other key kept in
+    its place (an existing name too)."""
+    key, inner = keys[0], document.get(keys[0], {})
+    if len(keys) == 1:
+        return {**document, key: {**inner, name: entry}}
+    return {**document, key: _merged(inner, keys[1:], name, entry)}
 
 
 def _kind(value: Any) -> str:
@@ -397,23 +440,22 @@ def _kind(value: Any) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-def _kept_secret(config: HostFile, host: Host, name: str) -> str | None:
+def _kept_secret(config: HostFile, keys: Keys, name: str) -> str | None:
     """The secret of the entry already installed under ``name``, if it has one."""
-    old = config.document.get(host.servers_key, {}).get(name)
+    old = _servers(config.document, keys).get(name)
     env = old.get("env") if isinstance(old, dict) else None
     secret = env.get(SECRET_VAR) if isinstance(env, dict) else None
     return secret if isinstance(secret, str) and secret else None
 
 
 def write_entry(
-    config: HostFile, servers_key: str, name: str, entry: Entry
+    config: HostFile, keys: Keys, name: str, entry: Entry
 ) -> tuple[Outcome, Path | None]:
-    """Merge ``entry`` into the file under ``name``: ``created``, ``added``, ``updated``
-    or ``unchanged``, and the backup of the previous file when there was one."""
-    servers = dict(config.document.get(servers_key, {}))
-    what: Outcome = "updated" if name in servers else "added"
-    servers[name] = entry  # an existing name keeps its place
-    document = {**config.document, servers_key: servers}
+    """Merge ``entry`` into the file under ``name`` at ``keys``: ``created``,
+    ``added``, ``updated`` or ``unchanged``, and the backup of the previous file
+    when there was one."""
+    what: Outcome = "updated" if name in _servers(config.document, keys) else "added"
+    document = _merged(config.document, keys, name, entry)
     if config.raw is not None and document == config.document:
         return "unchanged", None
     indent = _indent(config.raw.decode("utf-8-sig") if config.raw is not None else "")
@@ -474,7 +516,7 @@ def _replace(path: Path, text: str, mode: int) -> None:
 
 
 def _report(
-    host: Host, path: Path, name: str, what: Outcome, backup: Path | None, project: str | None
+    host: Host, path: str, name: str, what: Outcome, backup: Path | None, project: str | None
 ) -> None:
     if what == "unchanged":
         print(f"Unchanged: {path} already has server '{name}' as given; nothing written.")
