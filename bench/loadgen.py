@@ -15,6 +15,7 @@ timeout of its duration plus a margin.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -36,6 +37,7 @@ __all__ = [
     "grpc_frame",
     "grpc_generator",
     "http_generator",
+    "post_once",
     "run_grpc",
     "run_http",
 ]
@@ -48,6 +50,27 @@ class HttpTarget:
     body: bytes  # the body when constant, else one the template gives (for the check)
     headers: dict[str, str] = field(default_factory=dict)
     template: bytes | None = None  # a new body per request: bench.pyload.vary_body
+
+
+def post_once(target: HttpTarget, timeout: float) -> tuple[Any, bytes] | str:
+    """One POST of ``target``'s body: the JSON-RPC response's ``result`` and the
+    response's bytes, or what went wrong (a check before a target is loaded)."""
+    conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json", **target.headers}
+        conn.request("POST", target.path, target.body, headers)
+        response = conn.getresponse()
+        data = response.read()
+    except OSError as exc:
+        return f"request failed: {exc}"
+    finally:
+        conn.close()
+    if response.status != 200:
+        return f"HTTP {response.status}: {data[:300]!r}"
+    try:
+        return json.loads(data)["result"], data
+    except (ValueError, KeyError, TypeError):
+        return f"no JSON-RPC result: {data[:300]!r}"
 
 
 @dataclass(slots=True)

@@ -36,7 +36,6 @@ Prints one JSON line last: ``{"shapes": {shape: {"rows": {row: ...}}}, ...}``.
 from __future__ import annotations
 
 import argparse
-import http.client
 import importlib
 import json
 import os
@@ -50,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.loadgen import GrpcTarget, HttpTarget, run_grpc, run_http
+from bench.loadgen import GrpcTarget, HttpTarget, post_once, run_grpc, run_http
 from bench.payloadtools import record_list, text_of
 from bench.protogen import GeneratedStubs, generate_stubs
 from bench.report import aggregate
@@ -126,22 +125,10 @@ def carries(shape: str, result: Any, payload: Any) -> bool:
 
 def verify_http(target: HttpTarget, shape: str, payload: Any) -> str | None:
     """None when one call answers 200 with the payload whole; else what went wrong."""
-    conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=30)
-    try:
-        headers = {"Content-Type": "application/json", **target.headers}
-        conn.request("POST", target.path, target.body, headers)
-        response = conn.getresponse()
-        data = response.read()
-    except OSError as exc:
-        return f"request failed: {exc}"
-    finally:
-        conn.close()
-    if response.status != 200:
-        return f"HTTP {response.status}: {data[:300]!r}"
-    try:
-        result = json.loads(data)["result"]
-    except (ValueError, KeyError, TypeError):
-        return f"no JSON-RPC result: {data[:300]!r}"
+    answered = post_once(target, 30)
+    if isinstance(answered, str):
+        return answered
+    result, data = answered
     if not carries(shape, result, payload):
         return f"the answer does not carry the payload back: {data[:300]!r}"
     return None

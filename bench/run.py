@@ -35,7 +35,6 @@ if __package__ in (None, ""):  # run as a script: python bench/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
-import http.client
 import importlib
 import json
 import os
@@ -57,6 +56,7 @@ from bench.loadgen import (
     LoadResult,
     grpc_generator,
     http_generator,
+    post_once,
     run_grpc,
     run_http,
 )
@@ -159,22 +159,10 @@ class Row:
 def verify_http(target: HttpTarget, expect: str) -> str | None:
     """None when the POST answers 200 with a JSON-RPC result containing ``expect``
     (and, for a target with a template, the id its check body carries)."""
-    conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=10)
-    try:
-        headers = {"Content-Type": "application/json", **target.headers}
-        conn.request("POST", target.path, target.body, headers)
-        response = conn.getresponse()
-        data = response.read()
-    except OSError as exc:
-        return f"request failed: {exc}"
-    finally:
-        conn.close()
-    if response.status != 200:
-        return f"HTTP {response.status}: {data[:300]!r}"
-    try:
-        result = json.loads(data)["result"]
-    except (ValueError, KeyError, TypeError):
-        return f"no JSON-RPC result: {data[:300]!r}"
+    answered = post_once(target, 10)
+    if isinstance(answered, str):
+        return answered
+    result, data = answered
     if result.get("isError") or expect not in json.dumps(result):
         return f"unexpected result: {data[:300]!r}"
     if target.template is not None and json.loads(data).get("id") != CHECK_ID:
