@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ from bench.run import (
     mcp_2026_headers,
     varied,
 )
-from bench.servers import ANCHORS, ROOT, free_port
+from bench.servers import ANCHORS, ROOT, free_port, wait_for_port
 
 __all__ = ["Row", "count", "main", "rows"]
 
@@ -105,15 +104,8 @@ def count(row: Row, requests: int, workdir: Path) -> int:
             env=env,
         )
     try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{row.label} did not listen: see {out}.log") from None
-                time.sleep(0.2)  # polling a port that is not open yet
+        if not wait_for_port(port, time.monotonic() + STARTUP_S, proc):
+            raise RuntimeError(f"{row.label} did not listen: see {out}.log")
         path, body, headers = _request(row)
         headers = {"Content-Type": "application/json", **headers}
         template = varied(body, ECHO_TEXT)
