@@ -13,6 +13,9 @@ send, e.g. for a notification).
 Every message takes one path, :meth:`McpServer.handle`: the revision, the
 JSON-RPC checks, then 2026's ``_meta`` and header checks in the order the
 official suite requires (:mod:`.protocol`), the method's handler, the reply.
+Over HTTP, the 2026 ``tools/call`` most clients send has those checks in one
+pass first (:meth:`McpServer._plain_call`), to the same request and handler;
+anything out of that shape takes the path above.
 What each method does, and how outcomes map onto MCP, is with its handler:
 tools (:mod:`mcplite.protocols.tools`), prompts, resources, completion, tasks
 (:mod:`.tasks`), input rounds (:mod:`.rounds`), ``subscriptions/listen``
