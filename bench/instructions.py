@@ -15,7 +15,8 @@ happens under concurrency (requests taken together in one loop turn): they are
 the work of a request, not its time.
 
 Rows: mcplite (and, with ``--plain``, mcplite with its speed paths off) on the
-MCP-lite endpoint and on the MCP endpoint (2026-07-28), and the bare h11 loop;
+MCP-lite endpoint and on the MCP endpoint (2026-07-28, and 2025-06-18 as most
+clients still speak it: the SDK's 2025 row's request), and the bare h11 loop;
 each with one body repeated and with a new body per request (a new id and a text
 of another length, ``bench.pyload.vary_body``).  ``--json`` prints the figures
 as JSON instead of a table.
@@ -42,6 +43,7 @@ from bench.pyload import vary_body
 from bench.run import (
     ECHO_TEXT,
     MCP_2026_META,
+    MCP_SDK_HEADERS,
     MCPLITE_BASE,
     jsonrpc_call,
     mcp_2026_headers,
@@ -57,18 +59,19 @@ STARTUP_S = 180.0  # a Python start under callgrind takes 10-30 s
 @dataclass(frozen=True, slots=True)
 class Row:
     server: str  # mcplite, mcplite_plain or bare_h11
-    endpoint: str  # lite or mcp2026
+    endpoint: str  # lite, mcp2026 or mcp2025
     vary: bool
 
     @property
     def label(self) -> str:
-        name = self.server if self.endpoint == "lite" else f"{self.server}:mcp2026"
+        name = self.server if self.endpoint == "lite" else f"{self.server}:{self.endpoint}"
         return name + (":varied" if self.vary else "")
 
 
 def rows(plain: bool) -> list[Row]:
     servers = ["mcplite", "mcplite_plain"] if plain else ["mcplite"]
-    out = [Row(s, e, v) for s in servers for e in ("lite", "mcp2026") for v in (False, True)]
+    endpoints = ("lite", "mcp2026", "mcp2025")
+    out = [Row(s, e, v) for s in servers for e in endpoints for v in (False, True)]
     return [*out, Row("bare_h11", "lite", False), Row("bare_h11", "lite", True)]
 
 
@@ -85,6 +88,8 @@ def _request(row: Row) -> tuple[str, bytes, dict[str, str]]:
     if row.endpoint == "mcp2026":
         body = jsonrpc_call("echo", {"text": ECHO_TEXT}, MCP_2026_META)
         return "/mcp", body, mcp_2026_headers("echo")
+    if row.endpoint == "mcp2025":
+        return "/mcp", jsonrpc_call("echo", {"text": ECHO_TEXT}), dict(MCP_SDK_HEADERS)
     body = jsonrpc_call("echo", {"text": ECHO_TEXT})
     return f"{MCPLITE_BASE}/calltools", body, {"Accept": "application/json"}
 
