@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from conftest import WAIT, RunningServer, make_config, serve_process, start_server
-from sse_client import Event, Head, RawHttp, connect, request_bytes
+from sse_client import Event, Head, RawHttp, SseParser, connect, request_bytes
 
 from mcplite import ALWAYS, Context, Elicitation, Failure, MCPLiteError, Tools, __version__, content
 from mcplite.core.outcomes import InputRequired
@@ -104,6 +104,14 @@ def make_tools(gates: Gates) -> Tools:
             return "never"
         finally:
             gates.stopped.set()
+
+    @tools.tool
+    async def pause(ctx: Context | None = None) -> str:
+        """Report progress once, then wait until the test releases it."""
+        assert ctx is not None
+        ctx.report_progress(0, 1, "waiting")
+        await gates.release.wait()
+        return "released"
 
     @tools.tool(requires={"sampling": {}})
     async def needs_sampling() -> str:
@@ -848,6 +856,45 @@ def test_progress_streams_as_sse_notifications_before_the_response(
     assert all("id" not in note for note in notes)
     assert response["id"] == 21
     assert response["result"]["content"] == [{"type": "text", "text": "counted 3"}]
+
+
+@pytest.mark.parametrize("era", ["2026", "2025"])
+def test_a_call_silent_after_it_spoke_keeps_its_stream_alive_with_pings(
+    gates: Gates, era: str
+) -> None:
+    running = start_server(make_tools(gates), make_config(heartbeat=0.05))
+    params = {"name": "pause", "arguments": {}}
+    if era == "2026":
+        message = modern_message("tools/call", params, 8, progressToken="p")
+        headers = modern_headers(message)
+    else:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tools/call",
+            "params": {**params, "_meta": {"progressToken": "p"}},
+        }
+        headers = {"Accept": ACCEPT_BOTH, "MCP-Protocol-Version": LEGACY}
+    parser = SseParser()
+    seen: list[Any] = []  # each message, and "ping" for each keep-alive comment
+    try:
+        sock, reader, head = open_sse(running, message, headers)
+        with sock:
+            assert head.status == 200
+            for part in reader.body_parts(head):
+                seen += [assert_one_compact_line(event) for event in parser.feed(part)]
+                if b": ping\n\n" in part:
+                    seen.append("ping")
+                    if not gates.release.is_set():  # silent until pinged: now let it answer
+                        running.call_soon(gates.release.set)
+    finally:
+        running.call_soon(gates.release.set)
+        running.stop()
+    progress, *pings, response = seen
+    assert progress["method"] == "notifications/progress"
+    assert pings and set(pings) == {"ping"}, seen
+    assert response["id"] == 8
+    assert response["result"]["content"] == [{"type": "text", "text": "released"}]
 
 
 def test_a_numeric_progress_token_is_echoed_as_a_number(server: RunningServer) -> None:

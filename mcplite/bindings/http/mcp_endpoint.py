@@ -14,7 +14,7 @@ from typing import Any
 
 from ...core.context import RequestContext
 from ...core.errors import MCPLiteError, ParseError, Unauthenticated
-from ...core.runner import abandon
+from ...core.runner import abandon, start_task
 from ...protocols.jsonrpc import JsonRpc, decode, encode
 from ...protocols.mcp.server import McpReply, McpServer
 from . import sse
@@ -106,7 +106,8 @@ class McpEndpoint(Endpoint):
         """A request that may say something before its result: JSON when it says
         nothing first (and the client takes JSON), else an SSE stream."""
         events = McpEvents(self.config.heartbeat)
-        events.call = asyncio.get_running_loop().create_task(
+        # (Eager from Python 3.12 on: a call that answers without waiting is done here.)
+        events.call = call = start_task(
             self.mcp.handle(
                 message,
                 context,
@@ -119,7 +120,7 @@ class McpEndpoint(Endpoint):
         )
         streaming = False
         try:
-            call = await events.first()
+            await events.news()
             if call.done() and not events.pending and json_ok:
                 return self.reply(call.result(), request)  # it said nothing first: plain JSON
             streaming = True
@@ -138,7 +139,7 @@ class McpEvents:
         self.heartbeat = heartbeat
         self.pending: list[dict[str, Any]] = []
         self.call: asyncio.Task[McpReply] | None = None
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None  # what news() awaits
         self._open = True  # False once the response is over: a task's later news goes nowhere
         self._ended = False
         self._loop = asyncio.get_running_loop()
@@ -147,7 +148,7 @@ class McpEvents:
         """Queue a message for the stream (from the loop)."""
         if self._open:
             self.pending.append(message)
-            self._wake.set()
+            self._woken()
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         """Queue a notification, from the loop or from a sync tool's worker thread."""
@@ -159,14 +160,27 @@ class McpEvents:
         else:
             self.send(message)
 
-    async def first(self) -> asyncio.Task[McpReply]:
-        """Wait until the call ends or says something; the call."""
+    async def news(self, timeout: float | None = None) -> bool:
+        """Wait until the call ends or has sent something (True), or for
+        ``timeout`` seconds of silence (False): one future, woken by the call's
+        end or by :meth:`send`, rather than a task and ``asyncio.wait`` per wait."""
         call = self.call
         assert call is not None
-        await asyncio.wait(
-            (call, self._loop.create_task(self._wake.wait())), return_when="FIRST_COMPLETED"
-        )
-        return call
+        if not (call.done() or self.pending or not self._open):
+            self._waiter = waiter = self._loop.create_future()
+            call.add_done_callback(self._woken)
+            timer = None if timeout is None else self._loop.call_later(timeout, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                call.remove_done_callback(self._woken)
+                if timer is not None:
+                    timer.cancel()
+        return call.done() or bool(self.pending) or not self._open
+
+    def _woken(self, _call: object = None) -> None:
+        _wake(self._waiter)
 
     def __aiter__(self) -> EventStream:
         return self
@@ -183,16 +197,8 @@ class McpEvents:
                 if reply.body is not None:
                     return sse.frame("message", reply.json().decode())
                 break
-            self._wake.clear()
-            waiter = self._loop.create_task(self._wake.wait())
-            try:
-                done, _ = await asyncio.wait(
-                    (call, waiter), timeout=self.heartbeat, return_when="FIRST_COMPLETED"
-                )
-            finally:
-                waiter.cancel()
-            if not done:  # a silent tool, or a client still answering: keep the stream alive
-                return PING
+            if not await self.news(self.heartbeat):
+                return PING  # a silent tool, or a client still answering: keep the stream alive
         raise StopAsyncIteration
 
     def interrupt(self, error: MCPLiteError) -> None:
@@ -203,12 +209,17 @@ class McpEvents:
         self._open = False
         self._ended = True
         self.pending.clear()
-        self._wake.set()  # ends the first waiter if it is still there
+        self._woken()
         if self.call is not None:
             abandon(self.call)  # the client left: stop the tool (and read how it ends)
 
     async def aclose(self, *, disconnected: bool) -> None:
         self.close()
+
+
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 #: What each Accept header seen takes (SSE, JSON): clients repeat theirs.
