@@ -392,6 +392,7 @@ def test_tools_list_carries_result_type_caching_hints_and_only_the_users_tools(
         "not_a_number",
         "count",
         "hold",
+        "pause",
         "needs_sampling",
         "job",
         "endless",
