@@ -827,22 +827,29 @@ def assert_one_compact_line(event: Event) -> Any:
     return value
 
 
+def call_with_progress(
+    era: str, name: str, arguments: dict[str, Any], request_id: int, token: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A ``tools/call`` asking for progress (under ``token``), in the 2026 or the
+    2025 revision, with the headers its client sends: the message and headers."""
+    params = {"name": name, "arguments": arguments}
+    if era == "2026":
+        message = modern_message("tools/call", params, request_id, progressToken=token)
+        return message, modern_headers(message)
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {**params, "_meta": {"progressToken": token}},
+    }
+    return message, {"Accept": ACCEPT_BOTH, "MCP-Protocol-Version": LEGACY}
+
+
 @pytest.mark.parametrize("era", ["2026", "2025"])
 def test_progress_streams_as_sse_notifications_before_the_response(
     server: RunningServer, era: str
 ) -> None:
-    params = {"name": "count", "arguments": {"steps": 3}}
-    if era == "2026":
-        message = modern_message("tools/call", params, 21, progressToken="tok-1")
-        headers = modern_headers(message)
-    else:
-        message = {
-            "jsonrpc": "2.0",
-            "id": 21,
-            "method": "tools/call",
-            "params": {**params, "_meta": {"progressToken": "tok-1"}},
-        }
-        headers = {"Accept": ACCEPT_BOTH, "MCP-Protocol-Version": LEGACY}
+    message, headers = call_with_progress(era, "count", {"steps": 3}, 21, "tok-1")
     sock, reader, head = open_sse(server, message, headers)
     with sock:
         assert head.status == 200
@@ -864,18 +871,7 @@ def test_a_call_silent_after_it_spoke_keeps_its_stream_alive_with_pings(
     gates: Gates, era: str
 ) -> None:
     running = start_server(make_tools(gates), make_config(heartbeat=0.05))
-    params = {"name": "pause", "arguments": {}}
-    if era == "2026":
-        message = modern_message("tools/call", params, 8, progressToken="p")
-        headers = modern_headers(message)
-    else:
-        message = {
-            "jsonrpc": "2.0",
-            "id": 8,
-            "method": "tools/call",
-            "params": {**params, "_meta": {"progressToken": "p"}},
-        }
-        headers = {"Accept": ACCEPT_BOTH, "MCP-Protocol-Version": LEGACY}
+    message, headers = call_with_progress(era, "pause", {}, 8, "p")
     parser = SseParser()
     seen: list[Any] = []  # each message, and "ping" for each keep-alive comment
     try:
