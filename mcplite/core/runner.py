@@ -38,6 +38,7 @@ __all__ = [
     "being_cancelled",
     "internal_error",
     "start_task",
+    "wake",
 ]
 
 T = TypeVar("T")
@@ -96,6 +97,13 @@ else:
     def start_task(coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
         """A task (eager from Python 3.12 on; scheduled on 3.11)."""
         return asyncio.get_running_loop().create_task(coro, name=name)
+
+
+def wake(waiter: asyncio.Future[None] | None) -> None:
+    """Resolve ``waiter`` (a future one coroutine awaits for news) unless there is
+    none or it is done already."""
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 def abandon(task: asyncio.Future[Any]) -> None:

@@ -19,7 +19,7 @@ from .envelope import Result
 from .errors import MCPLiteError
 from .middleware import ToolCall, chain
 from .outcomes import Partial, ProgressUpdate
-from .runner import internal_error
+from .runner import internal_error, wake
 from .tools import Context, Kind, Progress, Tool
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class ToolStream:
             return  # nobody will take it
         self._items.append(item)
         self._parts += 1
-        _wake(self._reader)
+        wake(self._reader)
 
     async def _put_part(self, value: Any) -> None:
         await self._put(Partial(value))
@@ -128,7 +128,7 @@ class ToolStream:
             items[-1] = update  # not taken yet: the newer report says more
         else:
             items.append(update)
-        _wake(self._reader)
+        wake(self._reader)
 
     async def _run(self, call: ToolCall) -> Result:
         """The innermost step of the middleware chain: run the tool, its parts
@@ -180,7 +180,7 @@ class ToolStream:
         if not self._items and self._interrupted is None:
             loop = self._loop
             self._reader = waiter = loop.create_future()
-            timer = None if timeout is None else loop.call_later(timeout, _wake, waiter)
+            timer = None if timeout is None else loop.call_later(timeout, wake, waiter)
             try:
                 await waiter
             finally:
@@ -196,7 +196,7 @@ class ToolStream:
         if isinstance(item, ProgressUpdate):
             return item
         self._parts -= 1
-        _wake(self._writer)
+        wake(self._writer)
         if isinstance(item, Partial):
             return item
         self._finished = True
@@ -210,7 +210,7 @@ class ToolStream:
         has not handed over yet is dropped.  :meth:`aclose` still stops the tool."""
         if not self._finished:
             self._interrupted = error
-            _wake(self._reader)
+            wake(self._reader)
 
     def __aiter__(self) -> AsyncIterator[Partial | Result]:
         return self
@@ -233,7 +233,7 @@ class ToolStream:
         """
         self._finished = self._closed = True
         self._items.clear()
-        _wake(self._writer)
+        wake(self._writer)
         task = self._task
         if not task.done():
             metrics = self._dispatcher.metrics
@@ -242,8 +242,3 @@ class ToolStream:
                 metrics.call(self._context.binding, self.tool.name, "disconnected", elapsed)
             task.cancel()
             await asyncio.wait((task,), timeout=timeout)
-
-
-def _wake(waiter: asyncio.Future[None] | None) -> None:
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...core.context import RequestContext
 from ...core.errors import MCPLiteError, ParseError, Unauthenticated
-from ...core.runner import abandon, start_task
+from ...core.runner import abandon, start_task, wake
 from ...protocols.jsonrpc import JsonRpc, decode, encode
 from ...protocols.mcp.server import McpReply, McpServer
 from . import sse
@@ -169,7 +169,7 @@ class McpEvents:
         if not (call.done() or self.pending or not self._open):
             self._waiter = waiter = self._loop.create_future()
             call.add_done_callback(self._woken)
-            timer = None if timeout is None else self._loop.call_later(timeout, _wake, waiter)
+            timer = None if timeout is None else self._loop.call_later(timeout, wake, waiter)
             try:
                 await waiter
             finally:
@@ -180,7 +180,7 @@ class McpEvents:
         return call.done() or bool(self.pending) or not self._open
 
     def _woken(self, _call: object = None) -> None:
-        _wake(self._waiter)
+        wake(self._waiter)
 
     def __aiter__(self) -> EventStream:
         return self
@@ -215,11 +215,6 @@ class McpEvents:
 
     async def aclose(self, *, disconnected: bool) -> None:
         self.close()
-
-
-def _wake(waiter: asyncio.Future[None] | None) -> None:
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
 
 
 #: What each Accept header seen takes (SSE, JSON): clients repeat theirs.
