@@ -117,6 +117,19 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     _at_least(wanted),
                 )
             )
+        # Like for like: the request of the SDK's own 2025 row, as 2025 clients send it.
+        checks.append(
+            _check(
+                f"MCP endpoint (2025) req/s vs MCP SDK 2025 JSON mode @{conns} conns",
+                _ratio(
+                    _figure(http, "mcplite:mcp2025", conns, "rps"),
+                    _figure(http, "mcp_sdk", conns, "rps"),
+                ),
+                "x",
+                ">= 15x",
+                _at_least(15.0),
+            )
+        )
     # The same two ratios with a new body per request (a new id, an argument of
     # another length), as a real client sends them.
     for conns in http.get("conns", []):

@@ -317,6 +317,9 @@ class Bench:
         if tool == "mcp2026":  # the MCP endpoint, 2026-07-28 stateless: headers and _meta
             body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT}, MCP_2026_META)
             target = HttpTarget(port, "/mcp", body, mcp_2026_headers("echo"))
+        elif tool == "mcp2025":  # the MCP endpoint as 2025 clients call it: the SDK row's request
+            body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT})
+            target = HttpTarget(port, "/mcp", body, dict(MCP_SDK_HEADERS))
         else:
             if tool == "echo":
                 body = jsonrpc_call("echo", {self.echo_arg: ECHO_TEXT})
@@ -405,6 +408,8 @@ class Bench:
                 workloads = [("echo", name, False)]
                 if name in ("mcplite", "mcplite_plain", "mcplite_asgi", "mcp_sdk"):
                     workloads.append(("mcp2026", f"{name}:mcp2026", False))
+                if name == "mcplite":  # like for like with mcp_sdk's own row, 2025 JSON mode
+                    workloads.append(("mcp2025", f"{name}:mcp2025", False))
                 if name == "mcplite" and not self.quick:
                     workloads.append(("search_documents", "mcplite:search_documents", False))
                 # A new id and argument per request, as a real client sends (report.VARIED).

@@ -83,6 +83,10 @@ def test_quick_mode_writes_figures_for_every_anchor_and_the_in_process_baseline(
     for anchor in ("grpcio", "naive_grpclib"):
         assert rps(results["grpc"]["unary"], anchor) > 0, anchor
     assert rps(results["http"], "mcplite") > 0
+    # The MCP endpoint called as the SDK's own row is (2025), and the ratio read from it.
+    assert rps(results["http"], "mcplite:mcp2025") > 0
+    like = [c for c in results["targets"] if c["name"].startswith("MCP endpoint (2025)")]
+    assert len(like) == 1 and like[0]["value"], like
     assert rps(results["grpc"]["unary"], "mcplite") > 0
     # The rows whose body changes per request, and the targets read from them.
     for row in ("bare_h11:varied", "mcplite:varied", "mcplite:mcp2026:varied"):
