@@ -458,10 +458,12 @@ class Bench:
                         continue
                     if rnd == 0 and self.args.warmup > 0:
                         self.one_pass(row, conns, self.args.warmup)
+                        row.server.settle()
                     what = row.http.path if row.http else row.grpc.method if row.grpc else ""
                     self.log(f"round {rnd + 1}/{rounds} {row.label} {what} @{conns} conns ...")
                     result = self.one_pass(row, conns, duration)
                     row.runs.setdefault(conns, []).append(result.as_dict())
+                    row.server.settle()  # its backlog done before the next pass starts
                     if not row.server.alive():
                         row.dead = True
                         row.note = f"server died during the run: {row.server.log_tail()}"

@@ -119,6 +119,20 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int | None:
     return None
 
 
+_POLL = 0.02  # seconds between two readings of a server's CPU time
+_QUIET = 0.1  # seconds without CPU use that make a server settled
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """User plus system CPU time of ``pid`` in clock ticks (None if unavailable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])
+
+
 @dataclass(slots=True)
 class ServerProcess:
     """One server under test: a subprocess with its ports, log file and state."""
@@ -170,6 +184,22 @@ class ServerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def settle(self, limit: float = 2.0) -> float:
+        """Wait until the server uses no CPU for a while (its backlog of a pass
+        done: queued requests, closed connections, a collection), at most
+        ``limit`` seconds, so that the next pass, maybe of another server on the
+        same core, starts on a quiet core; the seconds waited."""
+        started = time.monotonic()
+        if self.proc is None:
+            return 0.0
+        quiet_for, last = 0.0, cpu_ticks(self.proc.pid)
+        while last is not None and quiet_for < _QUIET and time.monotonic() - started < limit:
+            time.sleep(_POLL)  # polling interval, not a wait for an event
+            now = cpu_ticks(self.proc.pid)
+            quiet_for = quiet_for + _POLL if now == last else 0.0
+            last = now
+        return time.monotonic() - started
 
     def log_tail(self, chars: int = 400, lines: int = 6) -> str:
         try:
