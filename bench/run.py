@@ -410,8 +410,8 @@ class Bench:
                     workloads.append(("mcp2026", f"{name}:mcp2026", False))
                 if name == "mcplite":  # like for like with mcp_sdk's own row, 2025 JSON mode
                     workloads.append(("mcp2025", f"{name}:mcp2025", False))
-                if name == "mcplite" and not self.quick:
-                    workloads.append(("search_documents", "mcplite:search_documents", False))
+                    if not self.quick:
+                        workloads.append(("search_documents", f"{name}:search_documents", False))
                 # A new id and argument per request, as a real client sends (report.VARIED).
                 if name == "bare_h11":
                     workloads.append(("echo", f"{name}{report.VARIED}", True))

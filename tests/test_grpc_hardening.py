@@ -47,6 +47,7 @@ from conftest import (
 )
 from grpc_support import ACCEL, RawH2, accel_only, plain_only, protos
 
+from bench.servers import cpu_ticks
 from mcplite import NEVER, Tools
 from mcplite.bindings.grpc.status import grpc_message
 from mcplite.core.accel import enabled
@@ -399,8 +400,9 @@ def proc_status(server: ServeProcess, field: str) -> int:
 
 
 def cpu_seconds(server: ServeProcess) -> float:
-    fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = cpu_ticks(server.proc.pid)
+    assert ticks is not None, "the server's /proc/PID/stat could not be read"
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 needs_proc = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
